@@ -1,0 +1,82 @@
+//! Clusters: each mcs-controller holds its cluster's lease.
+
+use crate::{FieldError, Incarnation, Label, Lease, Validate};
+use serde::{Deserialize, Serialize};
+
+/// `PUT /v1/clusters/{cluster_id}`: register or renew a cluster's lease.
+/// `cluster_id` may be repeated in the body; if it is, it must match the path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterRegistration {
+    /// The cluster, if repeated from the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<Label>,
+    /// The controller process holding the lease.
+    pub incarnation: Incarnation,
+    /// The controller's own ordering of its intents; else the registrar assigns one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+}
+
+impl Validate for ClusterRegistration {
+    fn validate(&self) -> Result<(), FieldError> {
+        crate::generation_needs_incarnation(self.generation, Some(&self.incarnation))
+    }
+}
+
+impl ClusterRegistration {
+    /// Checks the body's `cluster_id`, if any, against the path's.
+    pub fn check_path(&self, path_cluster: &Label) -> Result<(), FieldError> {
+        match &self.cluster_id {
+            Some(id) if id != path_cluster => Err(FieldError::new(
+                "cluster_id",
+                format!("body names cluster {id:?} but the path names {path_cluster:?}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The reply to a cluster registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterRegistered {
+    /// The generation now stored.
+    pub generation: u64,
+    /// The lease granted.
+    pub lease: Lease,
+}
+
+/// A cluster with a live lease, as `GET /v1/clusters` serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cluster {
+    /// The cluster's id.
+    pub cluster_id: Label,
+    /// The controller process holding its lease.
+    pub incarnation: Incarnation,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{parse, round_trip};
+
+    #[test]
+    fn cluster_types_round_trip_and_check_the_path() {
+        let reg: ClusterRegistration =
+            parse(r#"{"incarnation":"9a0e","generation":17,"cluster_id":"east"}"#).unwrap();
+        round_trip(&reg);
+        assert_eq!(reg.validate(), Ok(()));
+        assert_eq!(reg.check_path(&Label::new("east").unwrap()), Ok(()));
+        assert_eq!(reg.check_path(&Label::new("west").unwrap()).unwrap_err().field, "cluster_id");
+        round_trip(&ClusterRegistered { generation: 17, lease: Lease::new(30, 10).unwrap() });
+        round_trip(&Cluster {
+            cluster_id: Label::new("east").unwrap(),
+            incarnation: Incarnation::new("9a0e").unwrap(),
+        });
+    }
+
+    #[test]
+    fn a_cluster_needs_an_incarnation() {
+        let (field, message) = parse::<ClusterRegistration>(r#"{"generation":1}"#).unwrap_err();
+        assert!(message.contains("incarnation"), "{field}: {message}");
+    }
+}

@@ -1,0 +1,117 @@
+//! The error body every non-2xx reply carries.
+
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, as a code a client can branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// `400`: the body or query is not well-formed.
+    Malformed,
+    /// `422`: well-formed but a value breaks a rule; `field` names it.
+    InvalidArgument,
+    /// `404`: no such record or route.
+    NotFound,
+    /// `409`: the write's generation is not above the stored one.
+    StaleGeneration,
+    /// `409`: another incarnation holds the record's live lease.
+    Owned,
+    /// `413`: the body is over the size limit.
+    PayloadTooLarge,
+    /// `503`: storage is unavailable; retry after `Retry-After`.
+    Unavailable,
+    /// `500`: a fault of the registry itself.
+    Internal,
+    /// Any code this version does not know yet.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `{"error", "message", "field"?}` plus, on `409`, what is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The kind of error.
+    pub error: ErrorCode,
+    /// A lowercase human sentence.
+    pub message: String,
+    /// The JSON path of the offending field, for `400` and `422`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// On `stale_generation`: the stored generation to move past.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_generation: Option<u64>,
+    /// On `stale_generation`: the writer of the stored generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_writer: Option<String>,
+    /// On `owned`: the incarnation that holds the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// On `owned`: when that lease expires, in epoch milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
+}
+
+impl ErrorBody {
+    /// An error with a code and a message and nothing else.
+    pub fn new(error: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            error,
+            message: message.into(),
+            field: None,
+            stored_generation: None,
+            stored_writer: None,
+            owner: None,
+            lease_until_ms: None,
+        }
+    }
+}
+
+/// A rule broken by one field, named by its JSON path (`pool_key.namespace`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl FieldError {
+    /// A new field error.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { field: field.into(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{parse, round_trip};
+
+    #[test]
+    fn error_body_round_trips_with_and_without_details() {
+        round_trip(&ErrorBody::new(ErrorCode::Unavailable, "storage unavailable"));
+        let mut owned = ErrorBody::new(ErrorCode::Owned, "pool is owned");
+        owned.owner = Some("a".into());
+        owned.lease_until_ms = Some(5);
+        round_trip(&owned);
+    }
+
+    #[test]
+    fn unknown_codes_parse_as_unknown() {
+        let body: ErrorBody = parse(r#"{"error":"brand_new","message":"m"}"#).unwrap();
+        assert_eq!(body.error, ErrorCode::Unknown);
+    }
+
+    #[test]
+    fn error_body_without_message_does_not_parse() {
+        assert!(parse::<ErrorBody>(r#"{"error":"malformed"}"#).is_err());
+    }
+}

@@ -1,0 +1,63 @@
+//! The lease a registration is granted.
+
+use serde::{Deserialize, Serialize};
+
+/// How long a registration lives without a heartbeat, and how often the
+/// registry asks for one. Parses only when `0 < heartbeat_interval_secs <
+/// duration_secs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "LeaseWire")]
+pub struct Lease {
+    /// Lifetime of the lease from the write that granted it.
+    pub duration_secs: u64,
+    /// How often the holder should renew.
+    pub heartbeat_interval_secs: u64,
+}
+
+#[derive(Deserialize)]
+struct LeaseWire {
+    duration_secs: u64,
+    heartbeat_interval_secs: u64,
+}
+
+impl Lease {
+    /// A lease, if `0 < heartbeat_interval_secs < duration_secs`.
+    pub fn new(duration_secs: u64, heartbeat_interval_secs: u64) -> Result<Self, String> {
+        if heartbeat_interval_secs == 0 {
+            return Err("heartbeat_interval_secs must be above zero".into());
+        }
+        if heartbeat_interval_secs >= duration_secs {
+            return Err(format!(
+                "heartbeat_interval_secs ({heartbeat_interval_secs}) must be below duration_secs ({duration_secs})"
+            ));
+        }
+        Ok(Self { duration_secs, heartbeat_interval_secs })
+    }
+}
+
+impl TryFrom<LeaseWire> for Lease {
+    type Error = String;
+    fn try_from(w: LeaseWire) -> Result<Self, String> {
+        Self::new(w.duration_secs, w.heartbeat_interval_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{parse, round_trip};
+
+    #[test]
+    fn lease_parses_only_when_interval_is_inside_the_lease() {
+        let cases = [(30, 10, true), (2, 1, true), (30, 30, false), (30, 31, false), (30, 0, false), (0, 0, false)];
+        for (duration, interval, ok) in cases {
+            let json = format!(r#"{{"duration_secs":{duration},"heartbeat_interval_secs":{interval}}}"#);
+            assert_eq!(parse::<Lease>(&json).is_ok(), ok, "{json}");
+        }
+    }
+
+    #[test]
+    fn lease_round_trips() {
+        round_trip(&Lease::new(30, 10).unwrap());
+    }
+}

@@ -1,0 +1,285 @@
+//! Scalar types that validate themselves while parsing.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A DNS-1123 label: 1–63 lowercase alphanumerics or '-', alphanumeric at
+/// both ends. Cluster ids, namespaces, service and pool names are labels.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Label(String);
+
+impl Label {
+    /// Checks `value` against DNS-1123 and wraps it.
+    pub fn new(value: impl Into<String>) -> Result<Self, String> {
+        let value = value.into();
+        check_label(&value)?;
+        Ok(Self(value))
+    }
+
+    /// The label as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn check_label(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > 63 {
+        return Err(format!(
+            "must be a DNS-1123 label of 1 to 63 characters, got {} characters",
+            value.len()
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    if !value.chars().all(allowed) {
+        return Err(format!(
+            "must be a DNS-1123 label (lowercase alphanumerics and '-'), got {value:?}"
+        ));
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        return Err(format!(
+            "must be a DNS-1123 label (alphanumeric at both ends), got {value:?}"
+        ));
+    }
+    Ok(())
+}
+
+impl TryFrom<String> for Label {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        Self::new(value)
+    }
+}
+
+impl From<Label> for String {
+    fn from(label: Label) -> String {
+        label.0
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for Label {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::new(s)
+    }
+}
+
+/// Text that is not blank (after trimming) and at most 512 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NonBlank(String);
+
+impl NonBlank {
+    /// Longest accepted value, in bytes.
+    pub const MAX_LEN: usize = 512;
+
+    /// Checks and wraps `value`.
+    pub fn new(value: impl Into<String>) -> Result<Self, String> {
+        let value = value.into();
+        if value.trim().is_empty() {
+            return Err("must not be blank".into());
+        }
+        if value.len() > Self::MAX_LEN {
+            return Err(format!("must be at most {} bytes", Self::MAX_LEN));
+        }
+        Ok(Self(value))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for NonBlank {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        Self::new(value)
+    }
+}
+
+impl From<NonBlank> for String {
+    fn from(v: NonBlank) -> String {
+        v.0
+    }
+}
+
+impl fmt::Display for NonBlank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The identity of one process lifetime of a writer (a relay, a router, a
+/// controller): 1–128 ASCII letters, digits, '.', '_', ':' or '-'.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Incarnation(String);
+
+impl Incarnation {
+    /// Checks and wraps `value`.
+    pub fn new(value: impl Into<String>) -> Result<Self, String> {
+        let value = value.into();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+        if value.is_empty() || value.len() > 128 || !value.chars().all(allowed) {
+            return Err(format!(
+                "must be 1 to 128 characters of letters, digits, '.', '_', ':' or '-', got {value:?}"
+            ));
+        }
+        Ok(Self(value))
+    }
+
+    /// The incarnation as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Incarnation {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        Self::new(value)
+    }
+}
+
+impl From<Incarnation> for String {
+    fn from(v: Incarnation) -> String {
+        v.0
+    }
+}
+
+impl fmt::Display for Incarnation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `host:port` where host is an IPv4 address, a bracketed IPv6 address or a
+/// DNS name, and port is 1–65535.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct HostPort(String);
+
+impl HostPort {
+    /// Checks and wraps `value`.
+    pub fn new(value: impl Into<String>) -> Result<Self, String> {
+        let value = value.into();
+        let bad = || format!("must be host:port with a port from 1 to 65535, got {value:?}");
+        if let Ok(addr) = value.parse::<std::net::SocketAddr>() {
+            return if addr.port() > 0 { Ok(Self(value)) } else { Err(bad()) };
+        }
+        let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => {}
+            _ => return Err(bad()),
+        }
+        let host_ok = !host.is_empty()
+            && host.len() <= 253
+            && host.split('.').all(|part| {
+                !part.is_empty()
+                    && part.len() <= 63
+                    && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            });
+        if !host_ok {
+            return Err(bad());
+        }
+        Ok(Self(value))
+    }
+
+    /// The address as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for HostPort {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        Self::new(value)
+    }
+}
+
+impl From<HostPort> for String {
+    fn from(v: HostPort) -> String {
+        v.0
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_follow_dns_1123() {
+        let long = "a".repeat(63);
+        let too_long = "a".repeat(64);
+        let cases: &[(&str, bool)] = &[
+            ("a", true),
+            ("us-east-1a", true),
+            ("0abc9", true),
+            (&long, true),
+            ("", false),
+            (&too_long, false),
+            ("-a", false),
+            ("a-", false),
+            ("Upper", false),
+            ("a_b", false),
+            ("a.b", false),
+            ("a b", false),
+            ("é", false),
+        ];
+        for (value, ok) in cases {
+            assert_eq!(Label::new(*value).is_ok(), *ok, "label {value:?}");
+        }
+    }
+
+    #[test]
+    fn non_blank_refuses_blank_and_oversize() {
+        assert!(NonBlank::new("meta-llama/Llama-3.1-8B").is_ok());
+        assert!(NonBlank::new("").is_err());
+        assert!(NonBlank::new(" \t\n").is_err());
+        assert!(NonBlank::new("x".repeat(NonBlank::MAX_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn incarnations_are_short_safe_tokens() {
+        assert!(Incarnation::new("5f1c-9a0e:2").is_ok());
+        assert!(Incarnation::new("").is_err());
+        assert!(Incarnation::new("a b").is_err());
+        assert!(Incarnation::new("x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn host_port_accepts_ips_and_names() {
+        let cases: &[(&str, bool)] = &[
+            ("10.0.1.7:9000", true),
+            ("[fd00::7]:9000", true),
+            ("relay.llm.svc:443", true),
+            ("localhost:1", true),
+            ("10.0.1.7", false),
+            ("10.0.1.7:0", false),
+            ("10.0.1.7:65536", false),
+            (":80", false),
+            ("fd00::7:80", false),
+            ("bad host:80", false),
+            ("-a.b:80", false),
+        ];
+        for (value, ok) in cases {
+            assert_eq!(HostPort::new(*value).is_ok(), *ok, "host:port {value:?}");
+        }
+    }
+}
