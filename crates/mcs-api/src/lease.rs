@@ -31,7 +31,10 @@ impl Lease {
                 "heartbeat_interval_secs ({heartbeat_interval_secs}) must be below duration_secs ({duration_secs})"
             ));
         }
-        Ok(Self { duration_secs, heartbeat_interval_secs })
+        Ok(Self {
+            duration_secs,
+            heartbeat_interval_secs,
+        })
     }
 }
 
@@ -49,9 +52,17 @@ mod tests {
 
     #[test]
     fn lease_parses_only_when_interval_is_inside_the_lease() {
-        let cases = [(30, 10, true), (2, 1, true), (30, 30, false), (30, 31, false), (30, 0, false), (0, 0, false)];
+        let cases = [
+            (30, 10, true),
+            (2, 1, true),
+            (30, 30, false),
+            (30, 31, false),
+            (30, 0, false),
+            (0, 0, false),
+        ];
         for (duration, interval, ok) in cases {
-            let json = format!(r#"{{"duration_secs":{duration},"heartbeat_interval_secs":{interval}}}"#);
+            let json =
+                format!(r#"{{"duration_secs":{duration},"heartbeat_interval_secs":{interval}}}"#);
             assert_eq!(parse::<Lease>(&json).is_ok(), ok, "{json}");
         }
     }

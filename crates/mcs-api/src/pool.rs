@@ -48,7 +48,9 @@ impl PoolId {
     /// Parses an id given as text (a path segment).
     pub fn parse(value: &str) -> Result<Self, String> {
         let ok = value.len() == 32
-            && value.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+            && value
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
         if !ok {
             return Err(format!("must be 32 lowercase hex digits, got {value:?}"));
         }
@@ -233,7 +235,11 @@ mod tests {
     fn every_invalid_field_is_named() {
         let cases = [
             ("model", r#""  ""#, "model"),
-            ("pool_key.cluster_id", r#""Bad_Label""#, "pool_key.cluster_id"),
+            (
+                "pool_key.cluster_id",
+                r#""Bad_Label""#,
+                "pool_key.cluster_id",
+            ),
             ("pool_key.namespace", r#""-x""#, "pool_key.namespace"),
             ("pool_key.dgd_name", r#""""#, "pool_key.dgd_name"),
             ("capacity.workers", "-1", "capacity.workers"),

@@ -15,7 +15,9 @@ impl RouterId {
     pub fn new(value: impl Into<String>) -> Result<Self, String> {
         let value = value.into();
         if value.is_empty() || value.len() > 253 {
-            return Err(format!("must be a DNS-1123 subdomain of 1 to 253 characters, got {value:?}"));
+            return Err(format!(
+                "must be a DNS-1123 subdomain of 1 to 253 characters, got {value:?}"
+            ));
         }
         for part in value.split('.') {
             crate::Label::new(part)

@@ -172,7 +172,11 @@ impl HostPort {
         let value = value.into();
         let bad = || format!("must be host:port with a port from 1 to 65535, got {value:?}");
         if let Ok(addr) = value.parse::<std::net::SocketAddr>() {
-            return if addr.port() > 0 { Ok(Self(value)) } else { Err(bad()) };
+            return if addr.port() > 0 {
+                Ok(Self(value))
+            } else {
+                Err(bad())
+            };
         }
         let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
         match port.parse::<u16>() {

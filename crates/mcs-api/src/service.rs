@@ -16,7 +16,9 @@ pub enum ServiceType {
 }
 
 /// Transport protocol of a port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[allow(clippy::upper_case_acronyms)]
 pub enum Protocol {
     /// TCP, the default.
@@ -29,7 +31,9 @@ pub enum Protocol {
 }
 
 /// Session affinity of a service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 pub enum SessionAffinity {
     /// No affinity, the default.
     #[default]
@@ -93,7 +97,10 @@ pub struct ExportKey {
 impl ExportKey {
     /// The service this export belongs to.
     pub fn service(&self) -> ServiceName {
-        ServiceName { namespace: self.namespace.clone(), name: self.name.clone() }
+        ServiceName {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
     }
 }
 
@@ -130,7 +137,10 @@ impl Validate for ExportSpec {
         let mut names = std::collections::BTreeSet::new();
         for (i, port) in self.ports.iter().enumerate() {
             if port.port == 0 {
-                return Err(FieldError::new(format!("ports[{i}].port"), "port must be 1 to 65535"));
+                return Err(FieldError::new(
+                    format!("ports[{i}].port"),
+                    "port must be 1 to 65535",
+                ));
             }
             if port.name.is_empty() {
                 if self.ports.len() > 1 {
@@ -350,10 +360,16 @@ mod tests {
             ports: req.ports.clone(),
             session_affinity: SessionAffinity::ClientIP,
             session_affinity_timeout_secs: Some(30),
-            clusters: vec![ImportCluster { cluster_id: export.cluster_id.clone(), endpoints: req.endpoints.clone() }],
+            clusters: vec![ImportCluster {
+                cluster_id: export.cluster_id.clone(),
+                endpoints: req.endpoints.clone(),
+            }],
             conditions: export.conditions.clone(),
         });
-        round_trip(&ExportAccepted { generation: 1, conditions: vec![] });
+        round_trip(&ExportAccepted {
+            generation: 1,
+            conditions: vec![],
+        });
         round_trip(&Withdrawn { generation: 2 });
     }
 
@@ -362,10 +378,16 @@ mod tests {
         let bad = |from: &str, to: &str| EXPORT.replacen(from, to, 1);
         let parse_cases = [
             (bad(r#""ClusterSetIP""#, r#""LoadBalancer""#), "type"),
-            (bad(r#""10.1.0.5""#, r#""10.1.0.500""#), "endpoints[0].addresses[0]"),
+            (
+                bad(r#""10.1.0.5""#, r#""10.1.0.500""#),
+                "endpoints[0].addresses[0]",
+            ),
             (bad("\"port\": 80", "\"port\": 70000"), "ports[0].port"),
             (bad("2026-12-02T08:00:00Z", "yesterday"), "exported_at"),
-            (bad(r#""protocol": "TCP""#, r#""protocol": "HTTP""#), "ports[0].protocol"),
+            (
+                bad(r#""protocol": "TCP""#, r#""protocol": "HTTP""#),
+                "ports[0].protocol",
+            ),
         ];
         for (json, path) in parse_cases {
             let (got, message) = parse::<ExportRequest>(&json).unwrap_err();
@@ -373,10 +395,22 @@ mod tests {
         }
         let validate_cases = [
             (bad("\"port\": 80", "\"port\": 0"), "ports[0].port"),
-            (bad(r#""name": "grpc""#, r#""name": "http""#), "ports[1].name"),
+            (
+                bad(r#""name": "grpc""#, r#""name": "http""#),
+                "ports[1].name",
+            ),
             (bad(r#""name": "grpc""#, r#""name": """#), "ports[1].name"),
-            (bad(r#""name": "http""#, r#""name": "HTTP_1""#), "ports[0].name"),
-            (bad(r#""session_affinity_timeout_secs": null"#, r#""session_affinity_timeout_secs": 5"#), "session_affinity_timeout_secs"),
+            (
+                bad(r#""name": "http""#, r#""name": "HTTP_1""#),
+                "ports[0].name",
+            ),
+            (
+                bad(
+                    r#""session_affinity_timeout_secs": null"#,
+                    r#""session_affinity_timeout_secs": 5"#,
+                ),
+                "session_affinity_timeout_secs",
+            ),
             (bad(r#", "incarnation": "c1""#, ""), "incarnation"),
         ];
         for (json, path) in validate_cases {

@@ -1,0 +1,351 @@
+//! ServiceImports merged from live exports by the rules of KEP-1645.
+//!
+//! - Exports are ranked oldest first: by `exported_at`, then cluster id. The
+//!   oldest decides the import's type and session affinity.
+//! - Ports are unioned by name; where two exports define a port of the same
+//!   name differently, the oldest definition is kept.
+//! - Any disagreement (port, type, session affinity) is a conflict, and every
+//!   export of the service reports `Conflict=True` with the reasons, the
+//!   winning one included. Conflicting exports still contribute endpoints.
+
+use mcs_api::{
+    Condition, ConditionStatus, ExportSpec, ImportCluster, Label, ServiceImport, ServiceName,
+    ServicePort,
+};
+use std::collections::BTreeMap;
+
+/// Reason for ports of one name that differ between exports.
+pub const PORT_CONFLICT: &str = "PortConflict";
+/// Reason for exports that disagree on ClusterSetIP vs Headless.
+pub const TYPE_CONFLICT: &str = "TypeConflict";
+/// Reason for exports that disagree on session affinity or its timeout.
+pub const SESSION_AFFINITY_CONFLICT: &str = "SessionAffinityConflict";
+
+/// The import of one service and the conditions of each of its exports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    /// The merged import.
+    pub import: ServiceImport,
+    /// `Valid`, `Ready` and `Conflict` for each exporting cluster.
+    pub export_conditions: BTreeMap<Label, Vec<Condition>>,
+}
+
+/// Merges the live exports of `service`; `None` when there are none.
+pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option<Merged> {
+    let mut ranked: Vec<&(&Label, &ExportSpec)> = exports.iter().collect();
+    ranked.sort_by(|a, b| (a.1.exported_at, a.0).cmp(&(b.1.exported_at, b.0)));
+    let (winner_cluster, winner) = **ranked.first()?;
+
+    let mut reasons: Vec<&str> = Vec::new();
+    let mut details: Vec<String> = Vec::new();
+    let mut ports: BTreeMap<&str, (&ServicePort, &Label)> = BTreeMap::new();
+    let mut port_conflict = false;
+    for (cluster, spec) in &ranked {
+        for port in &spec.ports {
+            match ports.get(port.name.as_str()) {
+                None => {
+                    ports.insert(port.name.as_str(), (port, cluster));
+                }
+                Some((kept, from)) if *kept != port => {
+                    port_conflict = true;
+                    details.push(format!(
+                        "port {:?} of cluster {cluster} differs from cluster {from}'s",
+                        port.name
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    if port_conflict {
+        reasons.push(PORT_CONFLICT);
+    }
+    let type_losers = losers(&ranked, |s| s.service_type != winner.service_type);
+    if !type_losers.is_empty() {
+        reasons.push(TYPE_CONFLICT);
+        details.push(format!(
+            "type {:?} of cluster {winner_cluster} is used; {} differ",
+            winner.service_type,
+            type_losers.join(", ")
+        ));
+    }
+    let affinity_losers = losers(&ranked, |s| {
+        (s.session_affinity, s.session_affinity_timeout_secs)
+            != (
+                winner.session_affinity,
+                winner.session_affinity_timeout_secs,
+            )
+    });
+    if !affinity_losers.is_empty() {
+        reasons.push(SESSION_AFFINITY_CONFLICT);
+        details.push(format!(
+            "session affinity of cluster {winner_cluster} is used; {} differ",
+            affinity_losers.join(", ")
+        ));
+    }
+
+    let conflict = if reasons.is_empty() {
+        condition(
+            "Conflict",
+            ConditionStatus::False,
+            "NoConflicts",
+            "no conflicting exports",
+        )
+    } else {
+        condition(
+            "Conflict",
+            ConditionStatus::True,
+            &reasons.join(","),
+            &details.join("; "),
+        )
+    };
+    let export_conditions = ranked
+        .iter()
+        .map(|(cluster, _)| {
+            let conditions = vec![
+                condition("Valid", ConditionStatus::True, "Valid", "export is valid"),
+                condition(
+                    "Ready",
+                    ConditionStatus::True,
+                    "Exported",
+                    "export is part of the import",
+                ),
+                conflict.clone(),
+            ];
+            ((*cluster).clone(), conditions)
+        })
+        .collect();
+
+    let mut clusters: Vec<ImportCluster> = ranked
+        .iter()
+        .map(|(cluster, spec)| ImportCluster {
+            cluster_id: (*cluster).clone(),
+            endpoints: spec.endpoints.clone(),
+        })
+        .collect();
+    clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
+    let ready = clusters.iter().flat_map(|c| &c.endpoints).any(|e| e.ready);
+    let ready_condition = if ready {
+        condition(
+            "Ready",
+            ConditionStatus::True,
+            "EndpointsReady",
+            "ready endpoints exist",
+        )
+    } else {
+        condition(
+            "Ready",
+            ConditionStatus::False,
+            "NoReadyEndpoints",
+            "no ready endpoint in any cluster",
+        )
+    };
+
+    Some(Merged {
+        import: ServiceImport {
+            namespace: service.namespace.clone(),
+            name: service.name.clone(),
+            service_type: winner.service_type,
+            ports: ports.into_values().map(|(p, _)| p.clone()).collect(),
+            session_affinity: winner.session_affinity,
+            session_affinity_timeout_secs: winner.session_affinity_timeout_secs,
+            clusters,
+            conditions: vec![ready_condition],
+        },
+        export_conditions,
+    })
+}
+
+fn losers(ranked: &[&(&Label, &ExportSpec)], differs: impl Fn(&ExportSpec) -> bool) -> Vec<String> {
+    ranked
+        .iter()
+        .filter(|(_, s)| differs(s))
+        .map(|(c, _)| c.to_string())
+        .collect()
+}
+
+fn condition(kind: &str, status: ConditionStatus, reason: &str, message: &str) -> Condition {
+    Condition {
+        condition_type: kind.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{label, mk_export_spec, port};
+    use mcs_api::{ServiceType, SessionAffinity};
+
+    fn svc() -> ServiceName {
+        ServiceName {
+            namespace: label("llm"),
+            name: label("web"),
+        }
+    }
+
+    fn conflict_of(m: &Merged, cluster: &str) -> (ConditionStatus, String) {
+        let c = m.export_conditions[&label(cluster)]
+            .iter()
+            .find(|c| c.condition_type == "Conflict")
+            .expect("conflict condition");
+        (c.status, c.reason.clone())
+    }
+
+    #[test]
+    fn no_exports_no_import() {
+        assert_eq!(merge(&svc(), &[]), None);
+    }
+
+    #[test]
+    fn kep_conflict_table() {
+        let (a, b, c) = (label("a"), label("b"), label("c"));
+        let base = mk_export_spec(100, vec![port("http", 80)]);
+        let later = |f: &dyn Fn(&mut ExportSpec)| {
+            let mut s = mk_export_spec(200, vec![port("http", 80)]);
+            f(&mut s);
+            s
+        };
+        struct Case {
+            name: &'static str,
+            other: ExportSpec,
+            reasons: &'static str,
+            want_ports: Vec<(&'static str, u16)>,
+            want_type: ServiceType,
+        }
+        let cases = vec![
+            Case {
+                name: "identical",
+                other: later(&|_| {}),
+                reasons: "NoConflicts",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "ports union by name",
+                other: later(&|s| s.ports.push(port("grpc", 90))),
+                reasons: "NoConflicts",
+                want_ports: vec![("grpc", 90), ("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "port conflict keeps the oldest",
+                other: later(&|s| s.ports[0].port = 8080),
+                reasons: "PortConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "protocol conflict",
+                other: later(&|s| s.ports[0].protocol = mcs_api::Protocol::UDP),
+                reasons: "PortConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "type conflict keeps the oldest",
+                other: later(&|s| s.service_type = ServiceType::Headless),
+                reasons: "TypeConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "affinity conflict",
+                other: later(&|s| {
+                    s.session_affinity = SessionAffinity::ClientIP;
+                }),
+                reasons: "SessionAffinityConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "affinity timeout conflict",
+                other: {
+                    let mut s = later(&|s| {
+                        s.session_affinity = SessionAffinity::ClientIP;
+                        s.session_affinity_timeout_secs = Some(5)
+                    });
+                    s.exported_at = jiff::Timestamp::from_second(200).unwrap();
+                    s
+                },
+                reasons: "SessionAffinityConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "several reasons joined",
+                other: later(&|s| {
+                    s.ports[0].port = 1;
+                    s.service_type = ServiceType::Headless;
+                    s.session_affinity = SessionAffinity::ClientIP
+                }),
+                reasons: "PortConflict,TypeConflict,SessionAffinityConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+        ];
+        for case in cases {
+            // The older export is on cluster "b" so that age, not id, decides.
+            let m = merge(&svc(), &[(&a, &case.other), (&b, &base)]).expect(case.name);
+            let ports: Vec<(&str, u16)> = m
+                .import
+                .ports
+                .iter()
+                .map(|p| (p.name.as_str(), p.port))
+                .collect();
+            assert_eq!(ports, case.want_ports, "{}", case.name);
+            assert_eq!(m.import.service_type, case.want_type, "{}", case.name);
+            let want_status = if case.reasons == "NoConflicts" {
+                ConditionStatus::False
+            } else {
+                ConditionStatus::True
+            };
+            assert_eq!(
+                conflict_of(&m, "a"),
+                (want_status, case.reasons.to_string()),
+                "{}",
+                case.name
+            );
+            assert_eq!(
+                conflict_of(&m, "b"),
+                (want_status, case.reasons.to_string()),
+                "{}: the winner reports it too",
+                case.name
+            );
+            assert_eq!(
+                m.import.clusters.len(),
+                2,
+                "{}: conflicting exports keep their endpoints",
+                case.name
+            );
+        }
+        // Equal age: the cluster id decides.
+        let same_age = mk_export_spec(100, vec![port("http", 81)]);
+        let m = merge(&svc(), &[(&c, &same_age), (&b, &base)]).unwrap();
+        assert_eq!(m.import.ports[0].port, 80, "cluster b sorts before c");
+    }
+
+    #[test]
+    fn import_ready_follows_endpoints() {
+        let a = label("a");
+        let mut spec = mk_export_spec(1, vec![port("http", 80)]);
+        let m = merge(&svc(), &[(&a, &spec)]).unwrap();
+        assert_eq!(m.import.conditions[0].status, ConditionStatus::True);
+        spec.endpoints[0].ready = false;
+        let m = merge(&svc(), &[(&a, &spec)]).unwrap();
+        assert_eq!(m.import.conditions[0].status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn merge_does_not_depend_on_input_order() {
+        let (a, b) = (label("a"), label("b"));
+        let x = mk_export_spec(1, vec![port("http", 80)]);
+        let y = mk_export_spec(2, vec![port("http", 81), port("grpc", 9)]);
+        assert_eq!(
+            merge(&svc(), &[(&a, &x), (&b, &y)]),
+            merge(&svc(), &[(&b, &y), (&a, &x)])
+        );
+    }
+}

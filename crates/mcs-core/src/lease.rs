@@ -1,0 +1,64 @@
+//! The lease policy: what the registry grants.
+
+use mcs_api::Lease;
+
+/// The longest lease the registry grants.
+pub const MAX_LEASE_SECS: u64 = 24 * 60 * 60;
+
+/// Lease duration and heartbeat interval the registry grants, checked once:
+/// `0 < heartbeat < duration <= 1 day`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeasePolicy {
+    lease: Lease,
+}
+
+impl LeasePolicy {
+    /// A policy, or why these values are refused.
+    pub fn new(duration_secs: u64, heartbeat_interval_secs: u64) -> Result<Self, String> {
+        if duration_secs > MAX_LEASE_SECS {
+            return Err(format!(
+                "lease duration {duration_secs}s is over the maximum of {MAX_LEASE_SECS}s (one day)"
+            ));
+        }
+        Ok(Self {
+            lease: Lease::new(duration_secs, heartbeat_interval_secs)?,
+        })
+    }
+
+    /// The lease as granted on the wire.
+    pub fn lease(&self) -> Lease {
+        self.lease
+    }
+
+    /// When a lease granted at `now_ms` expires.
+    pub fn until(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_add(self.lease.duration_secs.saturating_mul(1000))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_bounds() {
+        let cases = [
+            (30, 10, true),
+            (MAX_LEASE_SECS, 60, true),
+            (MAX_LEASE_SECS + 1, 60, false),
+            (30, 30, false),
+            (30, 0, false),
+            (0, 0, false),
+        ];
+        for (duration, interval, ok) in cases {
+            assert_eq!(
+                LeasePolicy::new(duration, interval).is_ok(),
+                ok,
+                "{duration}/{interval}"
+            );
+        }
+        let policy = LeasePolicy::new(30, 10).unwrap();
+        assert_eq!(policy.until(1_000), 31_000);
+        assert_eq!(policy.lease().heartbeat_interval_secs, 10);
+    }
+}

@@ -1,0 +1,234 @@
+//! The write rule every store applies (DESIGN §3–§4), in one place.
+//!
+//! The memory store calls [`decide`] directly; the DynamoDB store expresses
+//! the same rule as a condition expression and calls [`decide`] on the
+//! `ALL_OLD` image of a refused write to explain the refusal.
+
+use crate::{Record, Version};
+
+/// What a conditional write does to the stored record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteDecision {
+    /// Nothing stored, or the write is newer: store it.
+    Apply,
+    /// Same version and content: a heartbeat or an idempotent retry. Store it
+    /// only if it extends the lease; succeed either way.
+    Renew,
+    /// The stored version is newer (or equal with other content): refuse.
+    Stale {
+        /// What is stored.
+        stored: Version,
+    },
+    /// Another incarnation holds the record's live lease: refuse.
+    Owned {
+        /// That incarnation.
+        owner: String,
+        /// When its lease ends.
+        until_ms: u64,
+    },
+}
+
+/// Decides a write of `new` over `stored` at `now_ms`.
+///
+/// - A live lease held by another incarnation refuses the write (`Owned`);
+///   once it has expired (or the record is a tombstone), anyone may write.
+/// - Otherwise the higher `(generation, writer)` wins; equal version with equal
+///   content is a renewal; anything else is `Stale`.
+pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision {
+    let Some(stored) = stored else {
+        return WriteDecision::Apply;
+    };
+    if let (Some(owner), Some(until_ms)) = (&stored.owner, stored.lease_until_ms)
+        && !stored.is_tombstone()
+        && until_ms > now_ms
+        && new.owner.as_ref() != Some(owner)
+    {
+        return WriteDecision::Owned {
+            owner: owner.clone(),
+            until_ms,
+        };
+    }
+    match new.version.cmp(&stored.version) {
+        std::cmp::Ordering::Greater => WriteDecision::Apply,
+        std::cmp::Ordering::Equal if new.content_digest() == stored.content_digest() => {
+            WriteDecision::Renew
+        }
+        _ => WriteDecision::Stale {
+            stored: stored.version.clone(),
+        },
+    }
+}
+
+/// Whether a renewal should overwrite what is stored: only when it extends
+/// the lease (a delayed retry must not shorten it).
+pub fn renewal_extends(stored: &Record, new: &Record) -> bool {
+    new.lease_until_ms.unwrap_or(0) > stored.lease_until_ms.unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{mk_pool, mk_tombstone};
+
+    #[test]
+    fn write_rule_table() {
+        let now = 10_000;
+        let held = mk_pool("p", 5, "r1", Some("x"), Some(now + 1));
+        let expired = mk_pool("p", 5, "r1", Some("x"), Some(now));
+        let anonymous = mk_pool("p", 5, "r1", None, Some(now + 1));
+        let tomb = mk_tombstone("p", 5, "r1");
+        let cases: Vec<(&str, Option<&Record>, Record, WriteDecision)> = vec![
+            (
+                "nothing stored",
+                None,
+                mk_pool("p", 1, "r", None, None),
+                WriteDecision::Apply,
+            ),
+            (
+                "newer generation",
+                Some(&held),
+                mk_pool("p", 6, "r1", Some("x"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "same generation, higher writer",
+                Some(&held),
+                mk_pool("p", 5, "r2", Some("x"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "same generation, lower writer",
+                Some(&held),
+                mk_pool("p", 5, "r0", Some("x"), Some(now)),
+                WriteDecision::Stale {
+                    stored: held.version.clone(),
+                },
+            ),
+            (
+                "older generation",
+                Some(&held),
+                mk_pool("p", 4, "r9", Some("x"), Some(now)),
+                WriteDecision::Stale {
+                    stored: held.version.clone(),
+                },
+            ),
+            (
+                "renewal",
+                Some(&held),
+                mk_pool("p", 5, "r1", Some("x"), Some(now + 99)),
+                WriteDecision::Renew,
+            ),
+            (
+                "same version, other content",
+                Some(&held),
+                {
+                    let mut r = mk_pool("p", 5, "r1", Some("x"), Some(now));
+                    r.body = mk_pool("q", 1, "r", None, None).body;
+                    r
+                },
+                WriteDecision::Stale {
+                    stored: held.version.clone(),
+                },
+            ),
+            (
+                "other incarnation while live",
+                Some(&held),
+                mk_pool("p", 9, "r1", Some("y"), Some(now)),
+                WriteDecision::Owned {
+                    owner: "x".into(),
+                    until_ms: now + 1,
+                },
+            ),
+            (
+                "anonymous while owned",
+                Some(&held),
+                mk_pool("p", 9, "r1", None, Some(now)),
+                WriteDecision::Owned {
+                    owner: "x".into(),
+                    until_ms: now + 1,
+                },
+            ),
+            (
+                "other incarnation after expiry",
+                Some(&expired),
+                mk_pool("p", 9, "r1", Some("y"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "owner over anonymous",
+                Some(&anonymous),
+                mk_pool("p", 9, "r1", Some("y"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "newer over tombstone",
+                Some(&tomb),
+                mk_pool("p", 6, "r1", Some("y"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "older over tombstone",
+                Some(&tomb),
+                mk_pool("p", 4, "r1", Some("y"), Some(now)),
+                WriteDecision::Stale {
+                    stored: tomb.version.clone(),
+                },
+            ),
+            (
+                "tombstone retry",
+                Some(&tomb),
+                mk_tombstone("p", 5, "r1"),
+                WriteDecision::Renew,
+            ),
+            (
+                "withdrawal by the owner",
+                Some(&held),
+                mk_tombstone_by("p", 6, "r1", "x"),
+                WriteDecision::Apply,
+            ),
+            (
+                "withdrawal by another",
+                Some(&held),
+                mk_tombstone_by("p", 6, "r1", "y"),
+                WriteDecision::Owned {
+                    owner: "x".into(),
+                    until_ms: now + 1,
+                },
+            ),
+        ];
+        for (name, stored, new, want) in cases {
+            assert_eq!(decide(stored, &new, now), want, "{name}");
+        }
+    }
+
+    fn mk_tombstone_by(id: &str, generation: u64, writer: &str, owner: &str) -> Record {
+        let mut t = mk_tombstone(id, generation, writer);
+        t.owner = Some(owner.into());
+        t
+    }
+
+    #[test]
+    fn renewal_only_extends() {
+        let stored = mk_pool("p", 5, "r1", Some("x"), Some(100));
+        assert!(renewal_extends(
+            &stored,
+            &mk_pool("p", 5, "r1", Some("x"), Some(101))
+        ));
+        assert!(!renewal_extends(
+            &stored,
+            &mk_pool("p", 5, "r1", Some("x"), Some(99))
+        ));
+    }
+
+    #[test]
+    fn supersedes_by_version_then_write_time() {
+        let a = mk_pool("p", 5, "r1", None, Some(100));
+        let mut renewed = a.clone();
+        renewed.changed_at_ms += 1;
+        assert!(renewed.supersedes(&a));
+        assert!(!a.supersedes(&renewed));
+        assert!(!a.supersedes(&a));
+        assert!(mk_pool("p", 6, "a", None, None).supersedes(&a));
+        assert!(!mk_pool("p", 4, "z", None, None).supersedes(&a));
+    }
+}

@@ -1,0 +1,363 @@
+//! The merged, fingerprinted view a registry serves (DESIGN §5).
+//!
+//! The view holds the winning record of every key it has read (tombstones
+//! and expired records included, so an older write arriving late cannot
+//! replace them) and, derived from those, the served sections. Every change
+//! touches only what it affects: a pool or router change is O(log n); an
+//! export or cluster change re-merges only the services concerned. Leases are
+//! expired by [`View::advance`] from a deadline index, so expiry costs
+//! O(expired · log n) however large the view is.
+
+use crate::fingerprint::Section;
+use crate::imports;
+use crate::record::{Body, Key, Record};
+use mcs_api::{
+    Cluster, Condition, Export, ExportKey, Incarnation, Label, Pool, PoolId, RouterId,
+    RouterReplica, ServiceImport, ServiceName,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// What a full read changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resync {
+    /// Records the full read held that the view did not have (or had older).
+    pub applied: usize,
+    /// Records the view held that the full read no longer has (deleted from
+    /// storage by TTL or gc).
+    pub dropped: usize,
+}
+
+/// The merged state of one reader and what it serves.
+#[derive(Debug)]
+pub struct View {
+    skew_ms: u64,
+    records: HashMap<Key, Record>,
+    /// `(lease_until + skew, key)` of every served leased record.
+    deadlines: BTreeSet<(u64, Key)>,
+    /// Non-withdrawn export records by service, whatever their cluster's state.
+    exports_by_service: BTreeMap<ServiceName, BTreeSet<Label>>,
+    /// Services each cluster exports (non-withdrawn).
+    services_by_cluster: HashMap<Label, BTreeSet<ServiceName>>,
+    pools: Section<PoolId, Pool>,
+    routers: Section<RouterId, RouterReplica>,
+    clusters: Section<Label, Cluster>,
+    exports: Section<ExportKey, Export>,
+    imports: Section<ServiceName, ServiceImport>,
+}
+
+impl View {
+    /// An empty view that keeps a lease live for `skew_ms` past its expiry,
+    /// to allow for clock differences between writers and readers.
+    pub fn new(skew_ms: u64) -> Self {
+        Self {
+            skew_ms,
+            records: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            exports_by_service: BTreeMap::new(),
+            services_by_cluster: HashMap::new(),
+            pools: Section::new("pools"),
+            routers: Section::new("routers"),
+            clusters: Section::new("clusters"),
+            exports: Section::new("exports"),
+            imports: Section::new("imports"),
+        }
+    }
+
+    /// Merges one record read or written at `now_ms`. Returns whether it
+    /// replaced what the view held (a newer version or a renewal); an older
+    /// record changes nothing.
+    pub fn apply(&mut self, record: Record, now_ms: u64) -> bool {
+        if let Some(held) = self.records.get(&record.key)
+            && !record.supersedes(held)
+        {
+            return false;
+        }
+        let key = record.key.clone();
+        if let Some(old) = self.records.insert(key.clone(), record) {
+            self.forget_deadline(&old);
+        }
+        self.refresh(&key, now_ms);
+        true
+    }
+
+    /// Expires every lease whose deadline (expiry plus skew allowance) is at
+    /// or before `now_ms`. Returns the keys that stopped being served.
+    pub fn advance(&mut self, now_ms: u64) -> Vec<Key> {
+        let mut expired = Vec::new();
+        while let Some(first) = self.deadlines.first() {
+            if first.0 > now_ms {
+                break;
+            }
+            let Some((_, key)) = self.deadlines.pop_first() else {
+                break;
+            };
+            self.refresh(&key, now_ms);
+            expired.push(key);
+        }
+        expired
+    }
+
+    /// How many served leases [`View::advance`] would expire at `now_ms`.
+    pub fn due_expiries(&self, now_ms: u64) -> usize {
+        self.deadlines
+            .iter()
+            .take_while(|(d, _)| *d <= now_ms)
+            .count()
+    }
+
+    /// Replaces the view's state with a full read that started at
+    /// `read_started_ms`: newer records are merged, and records the read no
+    /// longer holds are dropped unless they changed after the read began.
+    pub fn replace_all(
+        &mut self,
+        records: impl IntoIterator<Item = Record>,
+        read_started_ms: u64,
+        now_ms: u64,
+    ) -> Resync {
+        let mut seen = HashSet::new();
+        let mut result = Resync::default();
+        for record in records {
+            seen.insert(record.key.clone());
+            if self.apply(record, now_ms) {
+                result.applied += 1;
+            }
+        }
+        let gone: Vec<Key> = self
+            .records
+            .iter()
+            .filter(|(k, r)| !seen.contains(*k) && r.changed_at_ms < read_started_ms)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            if let Some(old) = self.records.remove(&key) {
+                self.forget_deadline(&old);
+            }
+            self.refresh(&key, now_ms);
+            result.dropped += 1;
+        }
+        result
+    }
+
+    /// The winning record of `key`, live or not.
+    pub fn record(&self, key: &Key) -> Option<&Record> {
+        self.records.get(key)
+    }
+
+    /// Every record held, live or not, in no particular order.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.records.values()
+    }
+
+    /// How many records are held, live or not.
+    pub fn record_count(&self) -> usize {
+        self.records.len()
+    }
+
+    /// How many leases are served (and could expire).
+    pub fn live_leases(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// Served pools.
+    pub fn pools(&self) -> &Section<PoolId, Pool> {
+        &self.pools
+    }
+
+    /// Served router replicas.
+    pub fn routers(&self) -> &Section<RouterId, RouterReplica> {
+        &self.routers
+    }
+
+    /// Clusters with a live lease.
+    pub fn clusters(&self) -> &Section<Label, Cluster> {
+        &self.clusters
+    }
+
+    /// Live exports with their conditions.
+    pub fn exports(&self) -> &Section<ExportKey, Export> {
+        &self.exports
+    }
+
+    /// Merged ServiceImports.
+    pub fn imports(&self) -> &Section<ServiceName, ServiceImport> {
+        &self.imports
+    }
+
+    /// The conditions of a live export.
+    pub fn export_conditions(&self, key: &ExportKey) -> Option<&[Condition]> {
+        self.exports.get(key).map(|e| e.conditions.as_slice())
+    }
+
+    fn forget_deadline(&mut self, old: &Record) {
+        if let Some(until) = old.lease_until_ms {
+            self.deadlines
+                .remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
+        }
+    }
+
+    /// Brings the served sections in line with the record held for `key`.
+    fn refresh(&mut self, key: &Key, now_ms: u64) {
+        let record = self.records.get(key);
+        let live = record.is_some_and(|r| r.is_live(now_ms, self.skew_ms));
+        if live
+            && let Some(r) = record
+            && let Some(until) = r.lease_until_ms
+        {
+            self.deadlines
+                .insert((until.saturating_add(self.skew_ms), key.clone()));
+        }
+        let body = record
+            .filter(|_| live)
+            .map(|r| (&r.body, r.owner.as_deref()));
+        match key {
+            Key::Pool { pool_id } => match body {
+                Some((Body::Pool(pool), _)) => {
+                    self.pools.upsert(pool_id.clone(), pool.clone());
+                }
+                _ => {
+                    self.pools.remove(pool_id);
+                }
+            },
+            Key::Router { router_id } => match body {
+                Some((Body::Router(router), _)) => {
+                    self.routers.upsert(router_id.clone(), router.clone());
+                }
+                _ => {
+                    self.routers.remove(router_id);
+                }
+            },
+            Key::Cluster { cluster_id } => {
+                let incarnation = match body {
+                    Some((Body::Cluster, Some(owner))) => Incarnation::new(owner).ok(),
+                    _ => None,
+                };
+                let changed = match incarnation {
+                    Some(incarnation) => self.clusters.upsert(
+                        cluster_id.clone(),
+                        Cluster {
+                            cluster_id: cluster_id.clone(),
+                            incarnation,
+                        },
+                    ),
+                    None => self.clusters.remove(cluster_id),
+                };
+                if changed {
+                    let services: Vec<ServiceName> = self
+                        .services_by_cluster
+                        .get(cluster_id)
+                        .map(|s| s.iter().cloned().collect())
+                        .unwrap_or_default();
+                    for service in services {
+                        self.refresh_service(&service);
+                    }
+                }
+            }
+            Key::Export(export_key) => {
+                let service = export_key.service();
+                let cluster = &export_key.cluster_id;
+                if matches!(body, Some((Body::Export(_), _))) {
+                    self.exports_by_service
+                        .entry(service.clone())
+                        .or_default()
+                        .insert(cluster.clone());
+                    self.services_by_cluster
+                        .entry(cluster.clone())
+                        .or_default()
+                        .insert(service.clone());
+                } else {
+                    if let Some(set) = self.exports_by_service.get_mut(&service) {
+                        set.remove(cluster);
+                        if set.is_empty() {
+                            self.exports_by_service.remove(&service);
+                        }
+                    }
+                    if let Some(set) = self.services_by_cluster.get_mut(cluster) {
+                        set.remove(&service);
+                        if set.is_empty() {
+                            self.services_by_cluster.remove(cluster);
+                        }
+                    }
+                    self.exports.remove(export_key);
+                }
+                self.refresh_service(&service);
+            }
+        }
+    }
+
+    /// Re-merges one service from its live exports.
+    fn refresh_service(&mut self, service: &ServiceName) {
+        let clusters: Vec<Label> = self
+            .exports_by_service
+            .get(service)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut live: Vec<(ExportKey, &Record)> = Vec::new();
+        for cluster in &clusters {
+            let key = ExportKey {
+                cluster_id: cluster.clone(),
+                namespace: service.namespace.clone(),
+                name: service.name.clone(),
+            };
+            if !self.clusters.contains(cluster) {
+                continue;
+            }
+            if let Some(record) = self.records.get(&Key::Export(key.clone())) {
+                live.push((key, record));
+            }
+        }
+        let specs: Vec<(&Label, &mcs_api::ExportSpec)> = live
+            .iter()
+            .filter_map(|(k, r)| match &r.body {
+                Body::Export(spec) => Some((&k.cluster_id, spec)),
+                _ => None,
+            })
+            .collect();
+        let merged = imports::merge(service, &specs);
+        let served: Vec<(ExportKey, Export)> = match &merged {
+            Some(m) => live
+                .iter()
+                .filter_map(
+                    |(k, r)| match (&r.body, m.export_conditions.get(&k.cluster_id)) {
+                        (Body::Export(spec), Some(conditions)) => Some((
+                            k.clone(),
+                            Export {
+                                cluster_id: k.cluster_id.clone(),
+                                namespace: k.namespace.clone(),
+                                name: k.name.clone(),
+                                spec: spec.clone(),
+                                conditions: conditions.clone(),
+                            },
+                        )),
+                        _ => None,
+                    },
+                )
+                .collect(),
+            None => Vec::new(),
+        };
+        let served_keys: HashSet<ExportKey> = served.iter().map(|(k, _)| k.clone()).collect();
+        for cluster in clusters {
+            let key = ExportKey {
+                cluster_id: cluster,
+                namespace: service.namespace.clone(),
+                name: service.name.clone(),
+            };
+            if !served_keys.contains(&key) {
+                self.exports.remove(&key);
+            }
+        }
+        for (key, export) in served {
+            self.exports.upsert(key, export);
+        }
+        match merged {
+            Some(m) => {
+                self.imports.upsert(service.clone(), m.import);
+            }
+            None => {
+                self.imports.remove(service);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,298 @@
+use super::*;
+use crate::Version;
+use crate::fixtures::*;
+use mcs_api::ConditionStatus;
+
+const SKEW: u64 = 500;
+
+fn fingerprints(v: &View) -> [String; 5] {
+    [
+        v.pools().fingerprint(),
+        v.routers().fingerprint(),
+        v.clusters().fingerprint(),
+        v.exports().fingerprint(),
+        v.imports().fingerprint(),
+    ]
+}
+
+#[test]
+fn a_pool_is_served_until_its_lease_plus_skew() {
+    let mut v = View::new(SKEW);
+    assert!(v.apply(mk_pool("a", 1, "r", None, Some(10_000)), 1_000));
+    assert_eq!(v.pools().len(), 1);
+    assert!(
+        v.advance(10_000 + SKEW - 1).is_empty(),
+        "still inside the skew allowance"
+    );
+    assert_eq!(v.pools().len(), 1);
+    let expired = v.advance(10_000 + SKEW);
+    assert_eq!(expired.len(), 1);
+    assert!(v.pools().is_empty());
+    assert_eq!(v.live_leases(), 0);
+    assert!(
+        v.record(&expired[0]).is_some(),
+        "expired records are kept to refuse older writes"
+    );
+}
+
+#[test]
+fn an_already_expired_record_is_not_served() {
+    let mut v = View::new(SKEW);
+    v.apply(mk_pool("a", 1, "r", None, Some(1_000)), 5_000);
+    assert!(v.pools().is_empty());
+    assert_eq!(v.live_leases(), 0);
+}
+
+#[test]
+fn a_heartbeat_extends_the_lease_without_changing_the_fingerprint() {
+    let mut v = View::new(SKEW);
+    v.apply(mk_pool("a", 1, "r", None, Some(10_000)), 1_000);
+    let before = fingerprints(&v);
+    let version = v.pools().version();
+    let mut beat = mk_pool("a", 1, "r", None, Some(20_000));
+    beat.changed_at_ms = 9_000;
+    assert!(v.apply(beat, 9_000));
+    assert_eq!(fingerprints(&v), before);
+    assert_eq!(v.pools().version(), version, "no change of served content");
+    assert!(v.advance(15_000).is_empty(), "the old deadline is gone");
+    assert_eq!(v.advance(20_000 + SKEW).len(), 1);
+}
+
+#[test]
+fn older_versions_never_replace_newer_ones() {
+    let mut v = View::new(SKEW);
+    let newer = mk_pool("a", 5, "r", None, Some(10_000));
+    v.apply(newer.clone(), 1_000);
+    let mut older = mk_pool("a", 4, "r", None, Some(99_000));
+    older.body = Body::Pool(pool("a", "other-model"));
+    assert!(!v.apply(older, 1_000));
+    assert_eq!(v.record(&newer.key), Some(&newer));
+}
+
+#[test]
+fn a_withdrawal_stays_withdrawn() {
+    let mut v = View::new(SKEW);
+    v.apply(mk_pool("a", 5, "r", None, Some(10_000)), 1_000);
+    assert!(v.apply(mk_tombstone("a", 6, "r"), 1_000));
+    assert!(v.pools().is_empty());
+    assert!(
+        !v.apply(mk_pool("a", 5, "z", None, Some(10_000)), 1_000),
+        "late older write"
+    );
+    assert!(v.pools().is_empty());
+    assert!(
+        v.apply(mk_pool("a", 7, "r", None, Some(10_000)), 1_000),
+        "a newer write may re-register"
+    );
+    assert_eq!(v.pools().len(), 1);
+}
+
+#[test]
+fn equal_content_gives_equal_fingerprints_whatever_the_order() {
+    let records = vec![
+        mk_pool("a", 1, "r", None, Some(10_000)),
+        mk_pool("b", 2, "r", None, Some(10_000)),
+        mk_pool("a", 3, "r", None, Some(10_000)),
+        mk_tombstone("b", 4, "r"),
+        mk_cluster("east", 1, "i1", 10_000),
+        mk_export("east", "web", 2, mk_export_spec(1, vec![port("http", 80)])),
+    ];
+    let mut forward = View::new(SKEW);
+    for r in records.clone() {
+        forward.apply(r, 1_000);
+    }
+    let mut backward = View::new(SKEW);
+    for r in records.into_iter().rev() {
+        backward.apply(r, 1_000);
+    }
+    assert_eq!(fingerprints(&forward), fingerprints(&backward));
+    assert_eq!(forward.pools().len(), 1);
+    assert_eq!(forward.imports().len(), 1);
+}
+
+#[test]
+fn exports_live_only_while_their_cluster_does() {
+    let mut v = View::new(SKEW);
+    let export = mk_export("east", "web", 2, mk_export_spec(1, vec![port("http", 80)]));
+    v.apply(export.clone(), 1_000);
+    assert!(v.exports().is_empty(), "no cluster lease yet");
+    assert!(v.imports().is_empty());
+    v.apply(mk_cluster("east", 1, "i1", 10_000), 1_000);
+    assert_eq!(v.exports().len(), 1);
+    assert_eq!(v.imports().len(), 1);
+    v.advance(10_000 + SKEW);
+    assert!(v.clusters().is_empty());
+    assert!(v.exports().is_empty(), "the cluster's lease ended");
+    assert!(v.imports().is_empty());
+    let mut renewed = mk_cluster("east", 2, "i2", 30_000);
+    renewed.changed_at_ms = 20_000;
+    v.apply(renewed, 20_000);
+    assert_eq!(v.exports().len(), 1, "a new lease brings the exports back");
+    v.apply(
+        mk_export("east", "web", 3, mk_export_spec(1, vec![])).tap_tombstone(),
+        20_000,
+    );
+    assert!(v.exports().is_empty());
+    assert!(v.imports().is_empty());
+}
+
+trait TapTombstone {
+    fn tap_tombstone(self) -> Self;
+}
+impl TapTombstone for Record {
+    fn tap_tombstone(mut self) -> Self {
+        self.body = Body::Tombstone;
+        self
+    }
+}
+
+#[test]
+fn conflicts_are_reported_on_every_export_of_the_service() {
+    let mut v = View::new(SKEW);
+    v.apply(mk_cluster("east", 1, "i1", 10_000), 0);
+    v.apply(mk_cluster("west", 1, "i1", 10_000), 0);
+    v.apply(
+        mk_export("east", "web", 2, mk_export_spec(1, vec![port("http", 80)])),
+        0,
+    );
+    v.apply(
+        mk_export("west", "web", 2, mk_export_spec(2, vec![port("http", 81)])),
+        0,
+    );
+    for cluster in ["east", "west"] {
+        let key = ExportKey {
+            cluster_id: label(cluster),
+            namespace: label("llm"),
+            name: label("web"),
+        };
+        let conflict = v
+            .export_conditions(&key)
+            .unwrap()
+            .iter()
+            .find(|c| c.condition_type == "Conflict")
+            .unwrap();
+        assert_eq!(
+            (conflict.status, conflict.reason.as_str()),
+            (ConditionStatus::True, "PortConflict"),
+            "{cluster}"
+        );
+    }
+    let import = v.imports().values().next().unwrap();
+    assert_eq!(import.ports[0].port, 80, "the older export's port");
+    // The older exporter's cluster expires: the conflict goes with it.
+    let mut west = mk_cluster("west", 2, "i1", 99_000);
+    west.changed_at_ms = 5;
+    v.apply(west, 5);
+    v.advance(10_000 + SKEW);
+    let west_key = ExportKey {
+        cluster_id: label("west"),
+        namespace: label("llm"),
+        name: label("web"),
+    };
+    let conflict = v
+        .export_conditions(&west_key)
+        .unwrap()
+        .iter()
+        .find(|c| c.condition_type == "Conflict")
+        .unwrap();
+    assert_eq!(conflict.status, ConditionStatus::False);
+    assert_eq!(v.imports().values().next().unwrap().ports[0].port, 81);
+}
+
+#[test]
+fn a_full_read_drops_what_storage_no_longer_holds() {
+    let mut v = View::new(SKEW);
+    let kept = mk_pool("a", 1, "r", None, Some(90_000));
+    let deleted = mk_pool("b", 1, "r", None, Some(90_000));
+    let mut fresh = mk_pool("c", 1, "r", None, Some(90_000));
+    fresh.changed_at_ms = 2_000;
+    for r in [kept.clone(), deleted.clone(), fresh.clone()] {
+        v.apply(r, 1_000);
+    }
+    let missed = mk_pool("d", 1, "r", None, Some(90_000));
+    let result = v.replace_all(vec![kept.clone(), missed], 1_500, 2_000);
+    assert_eq!(
+        result,
+        Resync {
+            applied: 1,
+            dropped: 1
+        }
+    );
+    assert!(v.record(&deleted.key).is_none());
+    assert!(
+        v.record(&fresh.key).is_some(),
+        "written after the read began: kept"
+    );
+    assert_eq!(v.pools().len(), 3);
+}
+
+/// xorshift64*: deterministic, seedable, good enough to shuffle tests.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn incremental_fingerprints_match_a_view_rebuilt_from_scratch() {
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut v = View::new(SKEW);
+        let mut now = 1_000;
+        for step in 0..300u64 {
+            now += rng.below(400);
+            let generation = step + 1;
+            let name = ["a", "b", "c", "d", "e", "f"][rng.below(6) as usize];
+            let cluster = ["east", "west", "north"][rng.below(3) as usize];
+            let record = match rng.below(5) {
+                0 => mk_pool(name, generation, "r", None, Some(now + rng.below(3_000))),
+                1 => mk_tombstone(name, generation, "r"),
+                2 => mk_cluster(cluster, generation, "i", now + rng.below(3_000)),
+                3 => mk_export(
+                    cluster,
+                    name,
+                    generation,
+                    mk_export_spec(
+                        rng.below(4) as i64,
+                        vec![port("http", 80 + rng.below(2) as u16)],
+                    ),
+                ),
+                _ => {
+                    mk_export(cluster, name, generation, mk_export_spec(0, vec![])).tap_tombstone()
+                }
+            };
+            let mut record = record;
+            record.changed_at_ms = now;
+            v.apply(record, now);
+            v.advance(now);
+        }
+        let mut rebuilt = View::new(SKEW);
+        for r in v.records().cloned().collect::<Vec<_>>() {
+            rebuilt.apply(r, now);
+        }
+        assert_eq!(fingerprints(&v), fingerprints(&rebuilt), "seed {seed}");
+        assert_eq!(
+            v.pools().fingerprint(),
+            v.pools().fingerprint_from_scratch(),
+            "seed {seed}"
+        );
+        assert_eq!(
+            v.exports().fingerprint(),
+            v.exports().fingerprint_from_scratch(),
+            "seed {seed}"
+        );
+        assert_eq!(
+            v.imports().fingerprint(),
+            v.imports().fingerprint_from_scratch(),
+            "seed {seed}"
+        );
+        let _ = Version::new(0, "");
+    }
+}
