@@ -1,1 +1,58 @@
+//! Storage for mcs-registry: the [`Store`] trait every backend implements,
+//! the embedded [`MemoryStore`], and (feature `testsuite`) the conformance
+//! suite that every backend must pass.
+//!
+//! A store holds one item per [`Key`](mcs_core::Key) and offers exactly what
+//! the registrar and the reader need (DESIGN §4–§5): one conditional write
+//! that applies the rule of [`mcs_core::decide`], a full read, and a read of
+//! what changed since a watermark.
 
+mod error;
+mod memory;
+#[cfg(feature = "testsuite")]
+pub mod testsuite;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+
+use async_trait::async_trait;
+use mcs_core::{Key, Record, Version};
+
+/// What a conditional write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// Stored (or an idempotent retry or heartbeat of what is stored).
+    Applied,
+    /// Refused: the stored version is not below the write's.
+    Stale {
+        /// What is stored.
+        stored: Version,
+    },
+    /// Refused: another incarnation holds the record's live lease.
+    Owned {
+        /// That incarnation.
+        owner: String,
+        /// When its lease ends, epoch milliseconds.
+        until_ms: u64,
+    },
+}
+
+/// A backend of the registry.
+///
+/// Implementations must apply [`mcs_core::decide`] atomically per key: of
+/// concurrent writes at one version, at most one is `Applied`.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// One conditional write of `record`, judged at `now_ms` (for lease
+    /// ownership). Answers only once the write is durable in this store.
+    async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError>;
+
+    /// The stored record of `key`, if any (tombstones included).
+    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError>;
+
+    /// Every stored record.
+    async fn read_all(&self) -> Result<Vec<Record>, StoreError>;
+
+    /// Every record whose `changed_at_ms` is above `since_ms`.
+    async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError>;
+}

@@ -1,0 +1,26 @@
+//! Store error kinds: what a caller can branch on.
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend cannot be reached or refuses service for now (network,
+    /// throttling past retries, 5xx). Retry later; nothing was half-written.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// The table is missing or at a schema version this binary does not know.
+    #[error("storage schema: {0}")]
+    Schema(String),
+    /// An item could not be encoded or decoded.
+    #[error("storage item: {0}")]
+    Corrupt(String),
+    /// Anything else the backend reported.
+    #[error("storage: {0}")]
+    Other(String),
+}
+
+impl StoreError {
+    /// Whether retrying later can succeed.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}

@@ -1,0 +1,238 @@
+//! The store conformance suite: written once against [`Store`], run against
+//! every backend.
+//!
+//! `store_conformance_suite!(expr)` expands to one `#[tokio::test]` per case;
+//! `expr` is evaluated (and may `.await`) once per test, so every test gets a
+//! store of its own.
+
+use crate::{PutOutcome, Store};
+use mcs_core::fixtures::{mk_pool, mk_tombstone, pool};
+use mcs_core::{Body, Record, Version};
+use std::sync::Arc;
+
+/// Expands to the conformance suite for the store built by `$make`.
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($make:expr) => {
+        $crate::store_conformance_suite!(@cases $make;
+            put_then_read_back,
+            idempotent_retry_is_applied_once,
+            racing_writers_get_exactly_one_applied_per_generation,
+            stale_writes_name_the_stored_version,
+            renewal_extends_and_never_shortens_the_lease,
+            a_tombstone_refuses_older_writes,
+            owner_fencing_until_the_lease_expires,
+            changed_since_returns_exactly_the_later_writes,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                let store = $make;
+                $crate::testsuite::$case(std::sync::Arc::new(store)).await;
+            }
+        )*
+    };
+}
+
+fn at(mut record: Record, changed_at_ms: u64) -> Record {
+    record.changed_at_ms = changed_at_ms;
+    record
+}
+
+/// A write is read back by `get`, `read_all` and `read_changed_since`.
+pub async fn put_then_read_back(store: Arc<dyn Store>) {
+    let record = at(mk_pool("a", 1, "w", Some("x"), Some(10_000)), 1_000);
+    assert_eq!(
+        store.put(&record, 1_000).await.unwrap(),
+        PutOutcome::Applied
+    );
+    assert_eq!(store.get(&record.key).await.unwrap(), Some(record.clone()));
+    assert_eq!(store.read_all().await.unwrap(), vec![record.clone()]);
+    assert_eq!(
+        store.read_changed_since(0).await.unwrap(),
+        vec![record.clone()]
+    );
+    let missing = mk_pool("nope", 1, "w", None, None);
+    assert_eq!(store.get(&missing.key).await.unwrap(), None);
+}
+
+/// The same write twice is applied, and stored once.
+pub async fn idempotent_retry_is_applied_once(store: Arc<dyn Store>) {
+    let record = at(mk_pool("a", 7, "w", Some("x"), Some(10_000)), 1_000);
+    assert_eq!(
+        store.put(&record, 1_000).await.unwrap(),
+        PutOutcome::Applied
+    );
+    assert_eq!(
+        store.put(&record, 1_001).await.unwrap(),
+        PutOutcome::Applied
+    );
+    assert_eq!(store.read_all().await.unwrap(), vec![record]);
+}
+
+/// 16 tasks race writes of one generation with different content: exactly
+/// one is applied and the others learn the stored version.
+pub async fn racing_writers_get_exactly_one_applied_per_generation(store: Arc<dyn Store>) {
+    for generation in 1..=5u64 {
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut record = at(
+                    mk_pool("race", generation, "w", None, Some(1 << 40)),
+                    generation,
+                );
+                record.body = Body::Pool(pool("race", &format!("model-{i}")));
+                (store.put(&record, 0).await.unwrap(), record)
+            }));
+        }
+        let mut applied = Vec::new();
+        for task in tasks {
+            let (outcome, record) = task.await.unwrap();
+            match outcome {
+                PutOutcome::Applied => applied.push(record),
+                PutOutcome::Stale { stored } => {
+                    assert_eq!(
+                        stored,
+                        Version::new(generation, "w"),
+                        "generation {generation}"
+                    )
+                }
+                other => panic!("generation {generation}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(
+            applied.len(),
+            1,
+            "generation {generation}: exactly one winner"
+        );
+        let stored = store.get(&applied[0].key).await.unwrap();
+        assert_eq!(
+            stored.as_ref(),
+            Some(&applied[0]),
+            "the winner is what is stored"
+        );
+    }
+}
+
+/// An older or equal-but-different write is refused with the stored version.
+pub async fn stale_writes_name_the_stored_version(store: Arc<dyn Store>) {
+    let newer = at(mk_pool("a", 10, "w2", None, Some(10_000)), 1_000);
+    store.put(&newer, 1_000).await.unwrap();
+    for older in [
+        mk_pool("a", 9, "w9", None, Some(20_000)),
+        mk_pool("a", 10, "w1", None, Some(20_000)),
+    ] {
+        assert_eq!(
+            store.put(&at(older, 2_000), 2_000).await.unwrap(),
+            PutOutcome::Stale {
+                stored: newer.version.clone()
+            }
+        );
+    }
+    assert_eq!(store.get(&newer.key).await.unwrap(), Some(newer));
+}
+
+/// A heartbeat (same version and content) extends the lease; a delayed
+/// retry of an earlier heartbeat does not shorten it.
+pub async fn renewal_extends_and_never_shortens_the_lease(store: Arc<dyn Store>) {
+    let first = at(mk_pool("a", 3, "w", Some("x"), Some(10_000)), 1_000);
+    store.put(&first, 1_000).await.unwrap();
+    let beat = at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 11_000);
+    assert_eq!(store.put(&beat, 9_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(beat.clone()));
+    assert_eq!(
+        store.read_changed_since(10_000).await.unwrap(),
+        vec![beat.clone()],
+        "a renewal is a change"
+    );
+    let late_retry = at(mk_pool("a", 3, "w", Some("x"), Some(15_000)), 12_000);
+    assert_eq!(
+        store.put(&late_retry, 9_500).await.unwrap(),
+        PutOutcome::Applied
+    );
+    assert_eq!(
+        store.get(&first.key).await.unwrap(),
+        Some(beat),
+        "lease not shortened"
+    );
+}
+
+/// After a withdrawal, an older write is refused and the record stays
+/// withdrawn; a newer one may register again.
+pub async fn a_tombstone_refuses_older_writes(store: Arc<dyn Store>) {
+    let live = at(mk_pool("a", 5, "w", None, Some(10_000)), 1_000);
+    store.put(&live, 1_000).await.unwrap();
+    let tomb = at(mk_tombstone("a", 6, "w"), 2_000);
+    assert_eq!(store.put(&tomb, 2_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(
+        store
+            .put(&at(mk_pool("a", 5, "z", None, Some(10_000)), 3_000), 3_000)
+            .await
+            .unwrap(),
+        PutOutcome::Stale {
+            stored: tomb.version.clone()
+        }
+    );
+    assert_eq!(store.get(&tomb.key).await.unwrap(), Some(tomb.clone()));
+    let again = at(mk_pool("a", 7, "w", None, Some(10_000)), 4_000);
+    assert_eq!(store.put(&again, 4_000).await.unwrap(), PutOutcome::Applied);
+}
+
+/// A record held by incarnation x refuses y (and anonymous writers) while
+/// x's lease is live, and lets y take over once it has expired.
+pub async fn owner_fencing_until_the_lease_expires(store: Arc<dyn Store>) {
+    let held = at(mk_pool("a", 1, "w", Some("x"), Some(10_000)), 1_000);
+    store.put(&held, 1_000).await.unwrap();
+    let owned = PutOutcome::Owned {
+        owner: "x".into(),
+        until_ms: 10_000,
+    };
+    let by_y = at(mk_pool("a", 2, "w", Some("y"), Some(20_000)), 2_000);
+    assert_eq!(store.put(&by_y, 9_999).await.unwrap(), owned);
+    let anonymous = at(mk_pool("a", 2, "w", None, Some(20_000)), 2_000);
+    assert_eq!(store.put(&anonymous, 9_999).await.unwrap(), owned);
+    assert_eq!(store.get(&held.key).await.unwrap(), Some(held.clone()));
+    let by_x = at(mk_pool("a", 2, "w", Some("x"), Some(20_000)), 2_000);
+    assert_eq!(
+        store.put(&by_x, 9_999).await.unwrap(),
+        PutOutcome::Applied,
+        "the owner may write"
+    );
+    let takeover = at(mk_pool("a", 3, "w", Some("y"), Some(40_000)), 30_000);
+    assert_eq!(
+        store.put(&takeover, 20_000).await.unwrap(),
+        PutOutcome::Applied,
+        "after expiry"
+    );
+    assert_eq!(store.get(&held.key).await.unwrap(), Some(takeover));
+}
+
+/// `read_changed_since(w)` returns exactly the records written after `w`.
+pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store>) {
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for (i, name) in names.iter().enumerate() {
+        let t = 1_000 * (i as u64 + 1);
+        store
+            .put(&at(mk_pool(name, 1, "w", None, Some(1 << 40)), t), t)
+            .await
+            .unwrap();
+    }
+    for watermark in [0, 999, 1_000, 3_500, 6_000] {
+        let mut got: Vec<u64> = store
+            .read_changed_since(watermark)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.changed_at_ms)
+            .collect();
+        got.sort_unstable();
+        let want: Vec<u64> = (1..=6)
+            .map(|i| i * 1_000)
+            .filter(|t| *t > watermark)
+            .collect();
+        assert_eq!(got, want, "watermark {watermark}");
+    }
+}
