@@ -5,6 +5,8 @@
 //! `expr` is evaluated (and may `.await`) once per test, so every test gets a
 //! store of its own.
 
+#![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
+
 use crate::{PutOutcome, Store};
 use mcs_core::fixtures::{mk_pool, mk_tombstone, pool};
 use mcs_core::{Body, Record, Version};
