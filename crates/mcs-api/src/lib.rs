@@ -16,6 +16,7 @@ mod error;
 mod lease;
 mod list;
 mod pool;
+mod query;
 mod router;
 mod scalar;
 mod service;
@@ -25,6 +26,7 @@ pub use error::{ErrorBody, ErrorCode, FieldError};
 pub use lease::Lease;
 pub use list::{ClusterList, ExportList, ImportList, PoolList, RouterList};
 pub use pool::{Capacity, Location, Pool, PoolId, PoolKey, PoolRegistered, PoolRegistration};
+pub use query::{ListQuery, Withdrawal};
 pub use router::{RouterId, RouterRegistered, RouterRegistration, RouterReplica};
 pub use scalar::{HostPort, Incarnation, Label, NonBlank};
 pub use service::{

@@ -97,6 +97,12 @@ impl View {
         expired
     }
 
+    /// The earliest deadline (lease expiry plus skew allowance) of a served
+    /// lease.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|(deadline, _)| *deadline)
+    }
+
     /// How many served leases [`View::advance`] would expire at `now_ms`.
     pub fn due_expiries(&self, now_ms: u64) -> usize {
         self.deadlines

@@ -1,0 +1,259 @@
+//! Command-line flags (each with an `MCS_*` environment twin) and the
+//! settings checked from them at startup.
+
+use clap::{Parser, ValueEnum};
+use mcs_core::LeasePolicy;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Where records are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StorageKind {
+    /// Embedded, in this process: single region, nothing survives a restart.
+    Memory,
+    /// A DynamoDB table (a global table across regions).
+    Dynamodb,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// mcs-registry: the multi-cluster service registry.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "mcs-registry", version, about)]
+pub struct Args {
+    /// Address of the HTTP API.
+    #[arg(long, env = "MCS_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+
+    /// Address of /metrics, /healthz and /readyz for operators.
+    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9090")]
+    pub admin_listen: SocketAddr,
+
+    /// Storage backend.
+    #[arg(long, env = "MCS_STORAGE", value_enum, default_value = "memory")]
+    pub storage: StorageKind,
+
+    /// DynamoDB table name (with --storage dynamodb).
+    #[arg(long, env = "MCS_TABLE")]
+    pub table: Option<String>,
+
+    /// AWS region of the table's local replica (with --storage dynamodb).
+    #[arg(long, env = "MCS_REGION")]
+    pub region: Option<String>,
+
+    /// DynamoDB endpoint override, e.g. a local test server (with --storage dynamodb).
+    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT")]
+    pub dynamodb_endpoint: Option<String>,
+
+    /// Lease granted to pools, routers and clusters; at most one day.
+    #[arg(long, env = "MCS_LEASE_DURATION_SECS", default_value_t = 30)]
+    pub lease_duration_secs: u64,
+
+    /// Heartbeat interval asked of lease holders; above zero, below the lease.
+    #[arg(long, env = "MCS_HEARTBEAT_INTERVAL_SECS", default_value_t = 10)]
+    pub heartbeat_interval_secs: u64,
+
+    /// How often the reader polls storage for changes.
+    #[arg(long, env = "MCS_REFRESH_INTERVAL_MS", default_value_t = 2_000)]
+    pub refresh_interval_ms: u64,
+
+    /// How often the reader reads the whole table and replaces its state.
+    #[arg(long, env = "MCS_FULL_RESYNC_INTERVAL_SECS", default_value_t = 300)]
+    pub full_resync_interval_secs: u64,
+
+    /// How far behind its watermark a delta poll reaches, for replication
+    /// lag, index lag and clock skew.
+    #[arg(long, env = "MCS_LOOKBACK_MS", default_value_t = 10_000)]
+    pub lookback_ms: u64,
+
+    /// How long past its expiry a lease is still served, for clock skew.
+    #[arg(long, env = "MCS_SKEW_ALLOWANCE_MS", default_value_t = 1_000)]
+    pub skew_allowance_ms: u64,
+
+    /// After this long without a successful poll, lists say `complete: false`.
+    #[arg(long, env = "MCS_STALE_AFTER_SECS", default_value_t = 30)]
+    pub stale_after_secs: u64,
+
+    /// How long tombstones and expired records are kept before storage may
+    /// drop them.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    pub retention_secs: u64,
+
+    /// Largest accepted request body.
+    #[arg(long, env = "MCS_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Bound on a write's storage round trip before it answers 503.
+    #[arg(long, env = "MCS_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
+    pub request_timeout_ms: u64,
+
+    /// An idle keep-alive connection (or one slow to send its headers) is
+    /// closed after this long.
+    #[arg(long, env = "MCS_IDLE_TIMEOUT_SECS", default_value_t = 60)]
+    pub idle_timeout_secs: u64,
+
+    /// Longest `timeout_secs` a watch may ask for.
+    #[arg(long, env = "MCS_MAX_WATCH_SECS", default_value_t = 300)]
+    pub max_watch_secs: u64,
+
+    /// How long shutdown waits for requests in flight.
+    #[arg(long, env = "MCS_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub shutdown_grace_secs: u64,
+
+    /// This registrar's writer id (breaks generation ties); random by default.
+    #[arg(long, env = "MCS_WRITER_ID")]
+    pub writer_id: Option<String>,
+
+    /// Log filter, in tracing's `EnvFilter` syntax.
+    #[arg(long = "log", env = "MCS_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log line format.
+    #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Settings derived from [`Args`], checked for consistency.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The lease granted.
+    pub lease: LeasePolicy,
+    /// Poll period.
+    pub refresh_interval: Duration,
+    /// Full read period.
+    pub full_resync_interval: Duration,
+    /// Delta lookback.
+    pub lookback_ms: u64,
+    /// Skew allowance on lease expiry.
+    pub skew_allowance_ms: u64,
+    /// Staleness bound of the view.
+    pub stale_after: Duration,
+    /// Retention of dead items.
+    pub retention: Duration,
+    /// Body size limit.
+    pub max_body_bytes: usize,
+    /// Storage round-trip bound of a write.
+    pub request_timeout: Duration,
+    /// Idle connection bound.
+    pub idle_timeout: Duration,
+    /// Longest watch.
+    pub max_watch: Duration,
+    /// Shutdown drain bound.
+    pub shutdown_grace: Duration,
+    /// This registrar's writer id.
+    pub writer_id: String,
+}
+
+impl Settings {
+    /// Checks `args`; the error says which flags disagree and how.
+    pub fn from_args(args: &Args) -> Result<Self, String> {
+        let lease = LeasePolicy::new(args.lease_duration_secs, args.heartbeat_interval_secs)
+            .map_err(|e| format!("--lease-duration-secs/--heartbeat-interval-secs: {e}"))?;
+        match args.storage {
+            StorageKind::Memory => {
+                for (flag, value) in [
+                    ("--table", &args.table),
+                    ("--region", &args.region),
+                    ("--dynamodb-endpoint", &args.dynamodb_endpoint),
+                ] {
+                    if value.is_some() {
+                        return Err(format!("{flag} needs --storage dynamodb"));
+                    }
+                }
+            }
+            StorageKind::Dynamodb => {
+                if args.table.as_deref().is_none_or(str::is_empty) {
+                    return Err("--storage dynamodb needs --table".into());
+                }
+            }
+        }
+        if args.refresh_interval_ms == 0 {
+            return Err("--refresh-interval-ms must be above zero".into());
+        }
+        if args.full_resync_interval_secs.saturating_mul(1000) < args.refresh_interval_ms {
+            return Err(
+                "--full-resync-interval-secs must not be below --refresh-interval-ms".into(),
+            );
+        }
+        if args.stale_after_secs.saturating_mul(1000) <= args.refresh_interval_ms {
+            return Err("--stale-after-secs must be above --refresh-interval-ms".into());
+        }
+        if args.max_body_bytes < 1024 {
+            return Err("--max-body-bytes must be at least 1024".into());
+        }
+        if args.request_timeout_ms == 0 || args.idle_timeout_secs == 0 {
+            return Err("--request-timeout-ms and --idle-timeout-secs must be above zero".into());
+        }
+        if args.listen == args.admin_listen && args.listen.port() != 0 {
+            return Err("--listen and --admin-listen must differ".into());
+        }
+        let writer_id = match &args.writer_id {
+            Some(id) if !id.trim().is_empty() => id.clone(),
+            Some(_) => return Err("--writer-id must not be blank".into()),
+            None => format!("reg-{}", uuid::Uuid::new_v4().simple()),
+        };
+        Ok(Self {
+            lease,
+            refresh_interval: Duration::from_millis(args.refresh_interval_ms),
+            full_resync_interval: Duration::from_secs(args.full_resync_interval_secs),
+            lookback_ms: args.lookback_ms,
+            skew_allowance_ms: args.skew_allowance_ms,
+            stale_after: Duration::from_secs(args.stale_after_secs),
+            retention: Duration::from_secs(args.retention_secs),
+            max_body_bytes: args.max_body_bytes,
+            request_timeout: Duration::from_millis(args.request_timeout_ms),
+            idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+            max_watch: Duration::from_secs(args.max_watch_secs),
+            shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
+            writer_id,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Settings, String> {
+        let mut argv = vec!["mcs-registry"];
+        argv.extend_from_slice(extra);
+        Settings::from_args(&Args::try_parse_from(argv).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn defaults_are_consistent() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.lease.lease().duration_secs, 30);
+        assert!(s.writer_id.starts_with("reg-"));
+    }
+
+    #[test]
+    fn contradictory_or_out_of_range_flags_are_refused() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--lease-duration-secs", "86401"], "one day"),
+            (&["--heartbeat-interval-secs", "30"], "below"),
+            (&["--heartbeat-interval-secs", "0"], "above zero"),
+            (&["--table", "t"], "--table needs --storage dynamodb"),
+            (&["--storage", "dynamodb"], "needs --table"),
+            (&["--refresh-interval-ms", "0"], "--refresh-interval-ms"),
+            (&["--stale-after-secs", "1"], "--stale-after-secs"),
+            (&["--max-body-bytes", "10"], "--max-body-bytes"),
+            (
+                &["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"],
+                "must differ",
+            ),
+            (&["--writer-id", " "], "--writer-id"),
+        ];
+        for (argv, want) in cases {
+            let err = parse(argv).unwrap_err();
+            assert!(err.contains(want), "{argv:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Errors as the API answers them: a status, a JSON [`ErrorBody`] and, for
+//! `503`, `Retry-After`. Internals are logged, never sent.
+
+use crate::registrar::WriteError;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcs_api::{ErrorBody, ErrorCode, FieldError};
+use mcs_store::StoreError;
+
+/// Seconds a client should wait before retrying after a `503`.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// An error answer.
+#[derive(Debug)]
+pub enum ApiError {
+    /// `400`: not well-formed.
+    Malformed {
+        /// The offending field, when known.
+        field: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+    /// `422`: a value breaks a rule.
+    Invalid(FieldError),
+    /// `404`.
+    NotFound(String),
+    /// `405`.
+    MethodNotAllowed,
+    /// `409` / `422` / `404` / `503` from the registrar.
+    Write(WriteError),
+    /// `413`.
+    TooLarge(String),
+}
+
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> Self {
+        ApiError::Write(e)
+    }
+}
+
+impl From<FieldError> for ApiError {
+    fn from(e: FieldError) -> Self {
+        ApiError::Invalid(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = match self {
+            ApiError::Malformed { field, message } => {
+                let mut body = ErrorBody::new(ErrorCode::Malformed, message);
+                body.field = field;
+                (StatusCode::BAD_REQUEST, body)
+            }
+            ApiError::Invalid(FieldError { field, message }) => {
+                let mut body =
+                    ErrorBody::new(ErrorCode::InvalidArgument, format!("{field}: {message}"));
+                body.field = Some(field);
+                (StatusCode::UNPROCESSABLE_ENTITY, body)
+            }
+            ApiError::NotFound(what) => (
+                StatusCode::NOT_FOUND,
+                ErrorBody::new(ErrorCode::NotFound, what),
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorBody::new(ErrorCode::Malformed, "method not allowed on this path"),
+            ),
+            ApiError::TooLarge(message) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorBody::new(ErrorCode::PayloadTooLarge, message),
+            ),
+            ApiError::Write(WriteError::Stale { stored }) => {
+                let mut body = ErrorBody::new(
+                    ErrorCode::StaleGeneration,
+                    format!(
+                        "generation {} by {} is stored; write a newer generation",
+                        stored.generation, stored.writer
+                    ),
+                );
+                body.stored_generation = Some(stored.generation);
+                body.stored_writer = Some(stored.writer);
+                (StatusCode::CONFLICT, body)
+            }
+            ApiError::Write(WriteError::Owned { owner, until_ms }) => {
+                let mut body = ErrorBody::new(
+                    ErrorCode::Owned,
+                    format!("held by incarnation {owner} until {until_ms} (epoch ms)"),
+                );
+                body.owner = Some(owner);
+                body.lease_until_ms = Some(until_ms);
+                (StatusCode::CONFLICT, body)
+            }
+            ApiError::Write(WriteError::NotFound(key)) => (
+                StatusCode::NOT_FOUND,
+                ErrorBody::new(ErrorCode::NotFound, format!("{key} not found")),
+            ),
+            ApiError::Write(WriteError::Store(error)) => return store_error(error),
+        };
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+fn store_error(error: StoreError) -> Response {
+    if error.is_unavailable() {
+        tracing::warn!(%error, "storage unavailable");
+        let body = ErrorBody::new(ErrorCode::Unavailable, "storage unavailable; retry later");
+        let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        return response;
+    }
+    tracing::error!(%error, "storage error");
+    let body = ErrorBody::new(ErrorCode::Internal, "internal error");
+    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
+}

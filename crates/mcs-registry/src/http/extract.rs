@@ -1,0 +1,120 @@
+//! Extractors that parse and validate in one pass and name the failing
+//! field: malformed input is `400`, a broken rule `422`, a body over the
+//! limit `413`.
+
+use super::error::ApiError;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use bytes::Bytes;
+use mcs_api::{FieldError, Validate};
+use serde::de::DeserializeOwned;
+
+/// A JSON body of `T`, parsed while validated.
+#[derive(Debug)]
+pub struct ValidJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for ValidJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge("request body is over the size limit".into())
+            } else {
+                ApiError::Malformed {
+                    field: None,
+                    message: rejection.body_text(),
+                }
+            }
+        })?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value: T = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
+        de.end().map_err(|e| ApiError::Malformed {
+            field: None,
+            message: e.to_string(),
+        })?;
+        value.validate()?;
+        Ok(ValidJson(value))
+    }
+}
+
+fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    let message = inner.to_string();
+    match inner.classify() {
+        serde_json::error::Category::Data => ApiError::Invalid(FieldError::new(
+            field_name(&path, &message),
+            strip_position(&message),
+        )),
+        _ => ApiError::Malformed {
+            field: (path != ".").then_some(path),
+            message: format!("malformed JSON: {message}"),
+        },
+    }
+}
+
+/// The failing field's path; for a missing field, the path of the field
+/// itself rather than of its parent.
+fn field_name(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (".", Some(field)) => field.to_owned(),
+        (parent, Some(field)) => format!("{parent}.{field}"),
+        (".", None) => "body".to_owned(),
+        (path, None) => path.to_owned(),
+    }
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// A query string of `T`, parsed while validated.
+#[derive(Debug)]
+pub struct ValidQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequestParts<S> for ValidQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        let value: T = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.into_inner().to_string();
+            ApiError::Invalid(FieldError::new(field_name(&path, &message), message))
+        })?;
+        value.validate()?;
+        Ok(ValidQuery(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_names() {
+        assert_eq!(field_name(".", "missing field `model`"), "model");
+        assert_eq!(
+            field_name("pool_key", "missing field `dgd_name`"),
+            "pool_key.dgd_name"
+        );
+        assert_eq!(
+            field_name("capacity.workers", "invalid value"),
+            "capacity.workers"
+        );
+        assert_eq!(field_name(".", "invalid type: string"), "body");
+        assert_eq!(
+            strip_position("must not be blank at line 1 column 9"),
+            "must not be blank"
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! `GET` of the lists: strong `ETag` = fingerprint, `If-None-Match` → `304`,
+//! and `?watch=true&timeout_secs=N` long-polls until the fingerprint differs.
+
+use super::AppState;
+use super::extract::ValidQuery;
+use crate::live::{Rendered, SectionKind as Section};
+use crate::metrics as m;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mcs_api::ListQuery;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default long-poll length when `timeout_secs` is absent.
+const DEFAULT_WATCH: Duration = Duration::from_secs(30);
+
+pub(super) async fn pools(
+    s: State<Arc<AppState>>,
+    h: HeaderMap,
+    q: ValidQuery<ListQuery>,
+) -> Response {
+    list(s, h, q, Section::Pools).await
+}
+
+pub(super) async fn routers(
+    s: State<Arc<AppState>>,
+    h: HeaderMap,
+    q: ValidQuery<ListQuery>,
+) -> Response {
+    list(s, h, q, Section::Routers).await
+}
+
+pub(super) async fn clusters(
+    s: State<Arc<AppState>>,
+    h: HeaderMap,
+    q: ValidQuery<ListQuery>,
+) -> Response {
+    list(s, h, q, Section::Clusters).await
+}
+
+pub(super) async fn exports(
+    s: State<Arc<AppState>>,
+    h: HeaderMap,
+    q: ValidQuery<ListQuery>,
+) -> Response {
+    list(s, h, q, Section::Exports).await
+}
+
+pub(super) async fn imports(
+    s: State<Arc<AppState>>,
+    h: HeaderMap,
+    q: ValidQuery<ListQuery>,
+) -> Response {
+    list(s, h, q, Section::Imports).await
+}
+
+async fn list(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    ValidQuery(query): ValidQuery<ListQuery>,
+    section: Section,
+) -> Response {
+    let known = if_none_match(&headers);
+    // Subscribe before the first look, so a change between the look and the
+    // wait is not missed.
+    let mut changes = state.view.subscribe();
+    let mut shutdown = state.shutdown.clone();
+    let timeout = query
+        .timeout_secs
+        .map_or(DEFAULT_WATCH, Duration::from_secs)
+        .min(state.max_watch);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let _watching = query.watch.then(WatchGuard::new);
+    loop {
+        let rendered = state.view.render(section);
+        if !known
+            .iter()
+            .any(|etag| etag == "*" || *etag == rendered.fingerprint)
+        {
+            return ok(&rendered);
+        }
+        if !query.watch {
+            return not_modified(&rendered);
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
+            _ = tokio::time::sleep_until(deadline) => return not_modified(&rendered),
+            _ = crate::server::stopped(&mut shutdown) => return not_modified(&rendered),
+        }
+    }
+}
+
+/// The entity tags of `If-None-Match`, unquoted (weak ones compared by
+/// their opaque part, as RFC 9110 prescribes for this header).
+fn if_none_match(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| {
+            let tag = tag.trim();
+            let tag = tag.strip_prefix("W/").unwrap_or(tag);
+            tag.trim_matches('"').to_owned()
+        })
+        .filter(|tag| !tag.is_empty())
+        .collect()
+}
+
+fn etag(rendered: &Rendered) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{}\"", rendered.fingerprint))
+        .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+}
+
+fn ok(rendered: &Rendered) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::ETAG, etag(rendered)),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        rendered.body.clone(),
+    )
+        .into_response()
+}
+
+fn not_modified(rendered: &Rendered) -> Response {
+    (StatusCode::NOT_MODIFIED, [(header::ETAG, etag(rendered))]).into_response()
+}
+
+/// Counts a waiting long-poll for as long as it waits.
+struct WatchGuard;
+
+impl WatchGuard {
+    fn new() -> Self {
+        metrics::gauge!(m::WATCHERS).increment(1.0);
+        WatchGuard
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(m::WATCHERS).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_parsing() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::IF_NONE_MATCH,
+            HeaderValue::from_static("\"a\", W/\"b\" ,*"),
+        );
+        assert_eq!(if_none_match(&headers), vec!["a", "b", "*"]);
+        assert!(if_none_match(&HeaderMap::new()).is_empty());
+    }
+}

@@ -1,0 +1,146 @@
+//! The HTTP API of DESIGN §6 (axum): routes, shared state and the
+//! request-metrics layer. Handlers live in [`lists`] (reads and long-polls)
+//! and [`writes`] (registrations, exports and withdrawals).
+
+mod error;
+mod extract;
+mod lists;
+mod writes;
+
+pub use error::ApiError;
+
+use crate::live::LiveView;
+use crate::metrics as m;
+use crate::registrar::Registrar;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// The served view.
+    pub view: Arc<LiveView>,
+    /// The write path.
+    pub registrar: Arc<Registrar>,
+    /// Longest long-poll.
+    pub max_watch: Duration,
+    /// Largest accepted body.
+    pub max_body_bytes: usize,
+    /// Turns true when the process is shutting down; long-polls end early.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The public API router.
+pub fn router(state: Arc<AppState>) -> Router {
+    let limit = state.max_body_bytes;
+    Router::new()
+        .route("/v1/pools", post(writes::register_pool).get(lists::pools))
+        .route(
+            "/v1/pools/{pool_id}",
+            axum::routing::delete(writes::withdraw_pool),
+        )
+        .route(
+            "/v1/routers",
+            post(writes::register_router).get(lists::routers),
+        )
+        .route(
+            "/v1/routers/{router_id}",
+            axum::routing::delete(writes::withdraw_router),
+        )
+        .route("/v1/clusters", get(lists::clusters))
+        .route(
+            "/v1/clusters/{cluster_id}",
+            put(writes::register_cluster).delete(writes::withdraw_cluster),
+        )
+        .route(
+            "/v1/clusters/{cluster_id}/exports/{namespace}/{name}",
+            put(writes::put_export).delete(writes::withdraw_export),
+        )
+        .route("/v1/exports", get(lists::exports))
+        .route("/v1/imports", get(lists::imports))
+        // Unversioned aliases of the Global Discovery Service's paths.
+        .route("/pools", post(writes::register_pool).get(lists::pools))
+        .route("/routers", get(lists::routers))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(track))
+        .with_state(state)
+}
+
+/// The operators' router: `/metrics`, `/healthz`, `/readyz`.
+pub fn admin_router(state: Arc<AppState>, metrics: PrometheusHandle) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        metrics.render(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.view.is_ready() {
+        let complete = state.view.is_complete();
+        return Json(serde_json::json!({"status": "ready", "complete": complete})).into_response();
+    }
+    let body = mcs_api::ErrorBody::new(
+        mcs_api::ErrorCode::Unavailable,
+        "the first full read of storage has not succeeded yet",
+    );
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Counts and times every request by route template (never the raw path,
+/// whose ids would explode the label space).
+async fn track(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!(m::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!(m::HTTP_DURATION, "route" => route, "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! Registrations, exports and withdrawals: validated requests turned into
+//! [`Intent`]s for the registrar.
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ValidJson, ValidQuery};
+use crate::registrar::Intent;
+use axum::Json;
+use axum::extract::{Path, State};
+use mcs_api::{
+    ClusterRegistered, ClusterRegistration, Condition, ConditionStatus, ExportAccepted, ExportKey,
+    ExportRequest, FieldError, Label, PoolId, PoolRegistered, PoolRegistration, RouterId,
+    RouterRegistered, RouterRegistration, Withdrawal, Withdrawn,
+};
+use mcs_core::{Body, Key};
+use std::sync::Arc;
+
+type AppResult<T> = Result<Json<T>, ApiError>;
+
+fn label(field: &str, value: &str) -> Result<Label, ApiError> {
+    Label::new(value).map_err(|e| ApiError::Invalid(FieldError::new(field, e)))
+}
+
+pub(super) async fn register_pool(
+    State(state): State<Arc<AppState>>,
+    ValidJson(reg): ValidJson<PoolRegistration>,
+) -> AppResult<PoolRegistered> {
+    let pool = reg.to_pool();
+    let pool_id = pool.pool_id.clone();
+    let record = state
+        .registrar
+        .write(Intent {
+            key: Key::Pool {
+                pool_id: pool_id.clone(),
+            },
+            body: Body::Pool(pool),
+            incarnation: reg.incarnation,
+            generation: reg.generation,
+            leased: true,
+        })
+        .await?;
+    Ok(Json(PoolRegistered {
+        pool_id,
+        generation: record.version.generation,
+        lease: state.registrar.lease(),
+    }))
+}
+
+pub(super) async fn register_router(
+    State(state): State<Arc<AppState>>,
+    ValidJson(reg): ValidJson<RouterRegistration>,
+) -> AppResult<RouterRegistered> {
+    let router_id = reg.router_id.clone();
+    let record = state
+        .registrar
+        .write(Intent {
+            key: Key::Router {
+                router_id: router_id.clone(),
+            },
+            body: Body::Router(reg.to_replica()),
+            incarnation: reg.incarnation,
+            generation: reg.generation,
+            leased: true,
+        })
+        .await?;
+    Ok(Json(RouterRegistered {
+        router_id,
+        generation: record.version.generation,
+        lease: state.registrar.lease(),
+    }))
+}
+
+pub(super) async fn register_cluster(
+    State(state): State<Arc<AppState>>,
+    Path(cluster_id): Path<String>,
+    ValidJson(reg): ValidJson<ClusterRegistration>,
+) -> AppResult<ClusterRegistered> {
+    let cluster_id = label("cluster_id", &cluster_id)?;
+    reg.check_path(&cluster_id)?;
+    let record = state
+        .registrar
+        .write(Intent {
+            key: Key::Cluster { cluster_id },
+            body: Body::Cluster,
+            incarnation: Some(reg.incarnation),
+            generation: reg.generation,
+            leased: true,
+        })
+        .await?;
+    Ok(Json(ClusterRegistered {
+        generation: record.version.generation,
+        lease: state.registrar.lease(),
+    }))
+}
+
+fn export_key(cluster_id: &str, namespace: &str, name: &str) -> Result<ExportKey, ApiError> {
+    Ok(ExportKey {
+        cluster_id: label("cluster_id", cluster_id)?,
+        namespace: label("namespace", namespace)?,
+        name: label("name", name)?,
+    })
+}
+
+pub(super) async fn put_export(
+    State(state): State<Arc<AppState>>,
+    Path((cluster_id, namespace, name)): Path<(String, String, String)>,
+    ValidJson(req): ValidJson<ExportRequest>,
+) -> AppResult<ExportAccepted> {
+    let key = export_key(&cluster_id, &namespace, &name)?;
+    let record = state
+        .registrar
+        .write(Intent {
+            key: Key::Export(key.clone()),
+            body: Body::Export(req.spec()),
+            incarnation: req.incarnation,
+            generation: req.generation,
+            leased: false,
+        })
+        .await?;
+    let conditions = state
+        .view
+        .read()
+        .export_conditions(&key)
+        .map(<[Condition]>::to_vec)
+        .unwrap_or_else(|| unserved_export_conditions(&key));
+    Ok(Json(ExportAccepted {
+        generation: record.version.generation,
+        conditions,
+    }))
+}
+
+/// Conditions of an export stored while its cluster holds no live lease.
+fn unserved_export_conditions(key: &ExportKey) -> Vec<Condition> {
+    vec![
+        Condition {
+            condition_type: "Valid".into(),
+            status: ConditionStatus::True,
+            reason: "Valid".into(),
+            message: "export is valid".into(),
+        },
+        Condition {
+            condition_type: "Ready".into(),
+            status: ConditionStatus::False,
+            reason: "NoClusterLease".into(),
+            message: format!(
+                "cluster {} holds no live lease; the export is served once it registers",
+                key.cluster_id
+            ),
+        },
+    ]
+}
+
+async fn withdraw(state: &AppState, key: Key, query: Withdrawal) -> AppResult<Withdrawn> {
+    let record = state
+        .registrar
+        .withdraw(key, query.incarnation, query.generation)
+        .await?;
+    Ok(Json(Withdrawn {
+        generation: record.version.generation,
+    }))
+}
+
+pub(super) async fn withdraw_pool(
+    State(state): State<Arc<AppState>>,
+    Path(pool_id): Path<String>,
+    ValidQuery(query): ValidQuery<Withdrawal>,
+) -> AppResult<Withdrawn> {
+    let pool_id =
+        PoolId::parse(&pool_id).map_err(|e| ApiError::Invalid(FieldError::new("pool_id", e)))?;
+    withdraw(&state, Key::Pool { pool_id }, query).await
+}
+
+pub(super) async fn withdraw_router(
+    State(state): State<Arc<AppState>>,
+    Path(router_id): Path<String>,
+    ValidQuery(query): ValidQuery<Withdrawal>,
+) -> AppResult<Withdrawn> {
+    let router_id =
+        RouterId::new(router_id).map_err(|e| ApiError::Invalid(FieldError::new("router_id", e)))?;
+    withdraw(&state, Key::Router { router_id }, query).await
+}
+
+pub(super) async fn withdraw_cluster(
+    State(state): State<Arc<AppState>>,
+    Path(cluster_id): Path<String>,
+    ValidQuery(query): ValidQuery<Withdrawal>,
+) -> AppResult<Withdrawn> {
+    let cluster_id = label("cluster_id", &cluster_id)?;
+    withdraw(&state, Key::Cluster { cluster_id }, query).await
+}
+
+pub(super) async fn withdraw_export(
+    State(state): State<Arc<AppState>>,
+    Path((cluster_id, namespace, name)): Path<(String, String, String)>,
+    ValidQuery(query): ValidQuery<Withdrawal>,
+) -> AppResult<Withdrawn> {
+    let key = export_key(&cluster_id, &namespace, &name)?;
+    withdraw(&state, Key::Export(key), query).await
+}

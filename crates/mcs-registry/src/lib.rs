@@ -1,0 +1,22 @@
+//! mcs-registry: the registry server of DESIGN §4–§6.
+//!
+//! ```text
+//!  HTTP (http) ──► Registrar ──conditional write──► Store
+//!       │              └─apply (read-your-writes)─┐
+//!       ▼                                          ▼
+//!  LiveView ◄──── Reader (delta polls, full reads) ◄── Store
+//! ```
+//!
+//! `main.rs` parses [`config::Args`] and calls [`server::run`]; everything
+//! else is here so that tests can assemble a [`server::Registry`] in process.
+
+pub mod clock;
+pub mod config;
+pub mod http;
+pub mod live;
+pub mod metrics;
+pub mod reader;
+pub mod registrar;
+pub mod server;
+
+pub use server::{Registry, run};

@@ -1,0 +1,291 @@
+//! The view as the HTTP layer sees it: the merged [`View`] behind a lock,
+//! completeness, a change signal for long-polls, and rendered list bodies
+//! cached per section until its content or completeness changes.
+//!
+//! ```text
+//!  Registrar ─apply─┐          ┌─► render(section) ─► GET lists (cached bytes)
+//!  Reader ─replace/─┼─► View ──┤
+//!         apply/    │          └─► changes (watch) ─► long-polls wake
+//!         advance ──┘
+//! ```
+
+use crate::clock::Clock;
+use crate::metrics as m;
+use bytes::Bytes;
+use mcs_core::fingerprint::Section;
+use mcs_core::view::Resync;
+use mcs_core::{Record, View};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::watch;
+
+/// A served list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SectionKind {
+    /// `GET /v1/pools`.
+    Pools,
+    /// `GET /v1/routers`.
+    Routers,
+    /// `GET /v1/clusters`.
+    Clusters,
+    /// `GET /v1/exports`.
+    Exports,
+    /// `GET /v1/imports`.
+    Imports,
+}
+
+impl SectionKind {
+    /// Every section.
+    pub const ALL: [SectionKind; 5] = [
+        SectionKind::Pools,
+        SectionKind::Routers,
+        SectionKind::Clusters,
+        SectionKind::Exports,
+        SectionKind::Imports,
+    ];
+
+    /// The list's field name in its envelope, and the metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            SectionKind::Pools => "pools",
+            SectionKind::Routers => "routers",
+            SectionKind::Clusters => "clusters",
+            SectionKind::Exports => "exports",
+            SectionKind::Imports => "imports",
+        }
+    }
+}
+
+/// A list body ready to send, with its fingerprint.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The section's fingerprint (the `ETag`).
+    pub fingerprint: String,
+    /// `{"<section>": [...], "complete": ..., "fingerprint": ...}`.
+    pub body: Bytes,
+}
+
+/// The shared, served view of one registry process.
+#[derive(Debug)]
+pub struct LiveView {
+    view: RwLock<View>,
+    clock: Arc<dyn Clock>,
+    stale_after_ms: u64,
+    full_read_done: AtomicBool,
+    last_poll_ok_ms: AtomicU64,
+    changes: watch::Sender<u64>,
+    cache: Mutex<HashMap<SectionKind, (u64, bool, Arc<Rendered>)>>,
+}
+
+impl LiveView {
+    /// An empty view: not ready and not complete until the first full read.
+    pub fn new(skew_ms: u64, stale_after_ms: u64, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            view: RwLock::new(View::new(skew_ms)),
+            clock,
+            stale_after_ms,
+            full_read_done: AtomicBool::new(false),
+            last_poll_ok_ms: AtomicU64::new(0),
+            changes: watch::channel(0).0,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The clock the view judges leases by.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Read access to the merged view.
+    pub fn read(&self) -> RwLockReadGuard<'_, View> {
+        self.view
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, View> {
+        self.view
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Merges one record (the registrar's own write: read-your-writes).
+    pub fn apply(&self, record: Record) -> bool {
+        self.mutate(|view, now| view.apply(record, now))
+    }
+
+    /// Merges records from a delta poll; returns how many changed the view.
+    pub fn apply_all(&self, records: Vec<Record>) -> usize {
+        self.mutate(|view, now| {
+            records
+                .into_iter()
+                .filter(|r| view.apply(r.clone(), now))
+                .count()
+        })
+    }
+
+    /// Replaces the state with a full read that began at `read_started_ms`.
+    pub fn replace_all(&self, records: Vec<Record>, read_started_ms: u64) -> Resync {
+        self.mutate(|view, now| view.replace_all(records, read_started_ms, now))
+    }
+
+    /// Expires what is due now; returns how many leases expired.
+    pub fn expire_due(&self) -> usize {
+        let now = self.clock.now_ms();
+        let due = self.read().next_deadline().is_some_and(|d| d <= now);
+        if !due {
+            return 0;
+        }
+        self.mutate(|view, now| {
+            let expired = view.advance(now);
+            for key in &expired {
+                metrics::counter!(m::LEASE_EXPIRIES, "kind" => key.kind().as_str()).increment(1);
+                tracing::debug!(%key, "lease expired");
+            }
+            expired.len()
+        })
+    }
+
+    /// The earliest lease deadline, to wake up for.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.read().next_deadline()
+    }
+
+    /// Records the outcome of a poll; a full read makes the view ready.
+    pub fn mark_poll(&self, ok: bool, full: bool) {
+        if ok {
+            self.last_poll_ok_ms
+                .store(self.clock.now_ms(), Ordering::SeqCst);
+            if full {
+                self.full_read_done.store(true, Ordering::SeqCst);
+            }
+        }
+        metrics::gauge!(m::VIEW_COMPLETE).set(if self.is_complete() { 1.0 } else { 0.0 });
+    }
+
+    /// Whether the first full read has succeeded.
+    pub fn is_ready(&self) -> bool {
+        self.full_read_done.load(Ordering::SeqCst)
+    }
+
+    /// Whether lists are complete: ready, and polled recently enough.
+    pub fn is_complete(&self) -> bool {
+        let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
+        self.is_ready() && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
+    }
+
+    /// A receiver that sees a new value whenever any served section changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The current body and fingerprint of `section`, expiring due leases
+    /// first so nothing past its lease is served.
+    pub fn render(&self, section: SectionKind) -> Arc<Rendered> {
+        self.expire_due();
+        let complete = self.is_complete();
+        let view = self.read();
+        let version = match section {
+            SectionKind::Pools => view.pools().version(),
+            SectionKind::Routers => view.routers().version(),
+            SectionKind::Clusters => view.clusters().version(),
+            SectionKind::Exports => view.exports().version(),
+            SectionKind::Imports => view.imports().version(),
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, c, rendered)) = cache.get(&section)
+            && (*v, *c) == (version, complete)
+        {
+            return rendered.clone();
+        }
+        let rendered = Arc::new(match section {
+            SectionKind::Pools => render_section(section, view.pools(), complete),
+            SectionKind::Routers => render_section(section, view.routers(), complete),
+            SectionKind::Clusters => render_section(section, view.clusters(), complete),
+            SectionKind::Exports => render_section(section, view.exports(), complete),
+            SectionKind::Imports => render_section(section, view.imports(), complete),
+        });
+        cache.insert(section, (version, complete, rendered.clone()));
+        rendered
+    }
+
+    /// Runs `f` on the view at the current time, then publishes what changed:
+    /// metrics, and a wake-up for long-polls if any fingerprint moved.
+    fn mutate<R>(&self, f: impl FnOnce(&mut View, u64) -> R) -> R {
+        let now = self.clock.now_ms();
+        let mut view = self.write();
+        let before = fingerprints(&view);
+        let result = f(&mut view, now);
+        let after = fingerprints(&view);
+        let mut changed = false;
+        for ((section, old), new) in SectionKind::ALL.iter().zip(&before).zip(&after) {
+            if old != new {
+                changed = true;
+                metrics::counter!(m::FINGERPRINT_CHANGES, "section" => section.name()).increment(1);
+            }
+        }
+        publish_sizes(&view);
+        drop(view);
+        if changed {
+            self.changes.send_modify(|epoch| *epoch += 1);
+        }
+        result
+    }
+}
+
+fn fingerprints(view: &View) -> [String; 5] {
+    [
+        view.pools().fingerprint(),
+        view.routers().fingerprint(),
+        view.clusters().fingerprint(),
+        view.exports().fingerprint(),
+        view.imports().fingerprint(),
+    ]
+}
+
+fn publish_sizes(view: &View) {
+    let sizes = [
+        view.pools().len(),
+        view.routers().len(),
+        view.clusters().len(),
+        view.exports().len(),
+        view.imports().len(),
+    ];
+    for (section, size) in SectionKind::ALL.iter().zip(sizes) {
+        metrics::gauge!(m::VIEW_ITEMS, "section" => section.name()).set(size as f64);
+    }
+    metrics::gauge!(m::VIEW_RECORDS).set(view.record_count() as f64);
+}
+
+fn render_section<K: Ord, V: Serialize + PartialEq>(
+    kind: SectionKind,
+    section: &Section<K, V>,
+    complete: bool,
+) -> Rendered {
+    #[derive(Serialize)]
+    struct Tail<'a> {
+        complete: bool,
+        fingerprint: &'a str,
+    }
+    let fingerprint = section.fingerprint();
+    let items: Vec<&V> = section.values().collect();
+    let mut body = Vec::with_capacity(64 + 256 * items.len());
+    body.extend_from_slice(b"{\"");
+    body.extend_from_slice(kind.name().as_bytes());
+    body.extend_from_slice(b"\":");
+    // Serializing plain data types into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut body, &items);
+    body.push(b',');
+    let tail = serde_json::to_vec(&Tail {
+        complete,
+        fingerprint: &fingerprint,
+    })
+    .unwrap_or_default();
+    body.extend_from_slice(&tail[1..]);
+    Rendered {
+        fingerprint,
+        body: Bytes::from(body),
+    }
+}

@@ -1,0 +1,84 @@
+//! Metric names of the registry, described once at startup, and the
+//! Prometheus recorder behind `/metrics`.
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Requests answered, by route template, method and status.
+pub const HTTP_REQUESTS: &str = "mcs_http_requests_total";
+/// Request latency, by route template and method.
+pub const HTTP_DURATION: &str = "mcs_http_request_duration_seconds";
+/// Registrar writes, by kind and outcome (applied, stale, owned, error).
+pub const REGISTRAR_WRITES: &str = "mcs_registrar_writes_total";
+/// Served items, by section.
+pub const VIEW_ITEMS: &str = "mcs_view_items";
+/// Records held by the view (live or not).
+pub const VIEW_RECORDS: &str = "mcs_view_records";
+/// Changes of a section's fingerprint, by section.
+pub const FINGERPRINT_CHANGES: &str = "mcs_view_fingerprint_changes_total";
+/// Leases that expired in the view, by kind.
+pub const LEASE_EXPIRIES: &str = "mcs_view_lease_expiries_total";
+/// 1 while lists are complete, 0 otherwise.
+pub const VIEW_COMPLETE: &str = "mcs_view_complete";
+/// Reader polls, by mode (delta, full) and outcome (ok, error).
+pub const READER_POLLS: &str = "mcs_reader_polls_total";
+/// Reader poll latency, by mode.
+pub const READER_POLL_DURATION: &str = "mcs_reader_poll_duration_seconds";
+/// Records a full read found that delta polls had missed.
+pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
+/// Long-polls waiting right now.
+pub const WATCHERS: &str = "mcs_http_watchers";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Installs the process-wide Prometheus recorder (once) and describes every
+/// metric. Later calls return the same handle.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .map(|b| b.build_recorder())
+                .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+            let handle = recorder.handle();
+            // Fails only if another recorder is installed (an embedding test
+            // harness); the handle then renders nothing, which is harmless.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by route template, method and status"
+    );
+    describe_histogram!(
+        HTTP_DURATION,
+        Unit::Seconds,
+        "HTTP request latency by route template"
+    );
+    describe_counter!(REGISTRAR_WRITES, "registrar writes by kind and outcome");
+    describe_gauge!(VIEW_ITEMS, "served items by section");
+    describe_gauge!(VIEW_RECORDS, "records held by the view, live or not");
+    describe_counter!(FINGERPRINT_CHANGES, "fingerprint changes by section");
+    describe_counter!(LEASE_EXPIRIES, "leases expired in the view by kind");
+    describe_gauge!(VIEW_COMPLETE, "1 while lists are complete");
+    describe_counter!(READER_POLLS, "reader polls by mode and outcome");
+    describe_histogram!(
+        READER_POLL_DURATION,
+        Unit::Seconds,
+        "reader poll latency by mode"
+    );
+    describe_counter!(
+        LATE_ARRIVALS,
+        "records a full read found that delta polls missed"
+    );
+    describe_gauge!(WATCHERS, "long-polls waiting");
+}
