@@ -10,6 +10,9 @@ pub struct ClusterRegistration {
     /// The cluster, if repeated from the path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<Label>,
+    /// The lease asked for; the registry's default lease when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
     /// The controller process holding the lease.
     pub incarnation: Incarnation,
     /// The controller's own ordering of its intents; else the registrar assigns one.
@@ -19,6 +22,7 @@ pub struct ClusterRegistration {
 
 impl Validate for ClusterRegistration {
     fn validate(&self) -> Result<(), FieldError> {
+        crate::requested_lease_fits(self.lease.as_ref())?;
         crate::generation_needs_incarnation(self.generation, Some(&self.incarnation))
     }
 }

@@ -21,6 +21,9 @@ struct LeaseWire {
 }
 
 impl Lease {
+    /// The longest lease the registry grants: one day.
+    pub const MAX_DURATION_SECS: u64 = 24 * 60 * 60;
+
     /// A lease, if `0 < heartbeat_interval_secs < duration_secs`.
     pub fn new(duration_secs: u64, heartbeat_interval_secs: u64) -> Result<Self, String> {
         if heartbeat_interval_secs == 0 {

@@ -47,6 +47,17 @@ pub trait Validate {
     }
 }
 
+/// A lease a writer asks for must not exceed [`Lease::MAX_DURATION_SECS`].
+pub(crate) fn requested_lease_fits(lease: Option<&Lease>) -> Result<(), FieldError> {
+    match lease {
+        Some(lease) if lease.duration_secs > Lease::MAX_DURATION_SECS => Err(FieldError::new(
+            "lease.duration_secs",
+            format!("must be at most {} (one day)", Lease::MAX_DURATION_SECS),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A generation chosen by a client must name the incarnation that ordered it:
 /// `(generation, incarnation)` is what breaks ties between writers.
 pub(crate) fn generation_needs_incarnation(

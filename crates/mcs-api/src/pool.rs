@@ -116,6 +116,9 @@ pub struct PoolRegistration {
     /// The addresses the relay may present itself from.
     #[serde(default)]
     pub relay_identities: Vec<NonBlank>,
+    /// The lease asked for; the registry's default lease when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
     /// The relay process; enables ownership checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
@@ -129,6 +132,7 @@ impl Validate for PoolRegistration {
         if self.relay_identities.len() > 64 {
             return Err(FieldError::new("relay_identities", "at most 64 identities"));
         }
+        crate::requested_lease_fits(self.lease.as_ref())?;
         crate::generation_needs_incarnation(self.generation, self.incarnation.as_ref())
     }
 }
@@ -260,6 +264,26 @@ mod tests {
         v.as_object_mut().unwrap().remove("model");
         let (_, message) = parse::<PoolRegistration>(&v.to_string()).unwrap_err();
         assert!(message.contains("missing field `model`"), "{message}");
+    }
+
+    #[test]
+    fn a_requested_lease_is_checked() {
+        let (field, _) = parse::<PoolRegistration>(&with(
+            "lease",
+            r#"{"duration_secs": 10, "heartbeat_interval_secs": 10}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(field, "lease");
+        let reg: PoolRegistration = parse(&with(
+            "lease",
+            r#"{"duration_secs": 86401, "heartbeat_interval_secs": 10}"#,
+        ))
+        .unwrap();
+        assert_eq!(reg.validate().unwrap_err().field, "lease.duration_secs");
+        let reg: PoolRegistration =
+            parse(&with("lease", r#"{"duration_secs": 60, "heartbeat_interval_secs": 20}"#)).unwrap();
+        assert_eq!(reg.validate(), Ok(()));
+        round_trip(&reg);
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct RouterRegistration {
     /// Where it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Location>,
+    /// The lease asked for; the registry's default lease when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
     /// The router process; enables ownership checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
@@ -71,6 +74,7 @@ pub struct RouterRegistration {
 
 impl Validate for RouterRegistration {
     fn validate(&self) -> Result<(), FieldError> {
+        crate::requested_lease_fits(self.lease.as_ref())?;
         crate::generation_needs_incarnation(self.generation, self.incarnation.as_ref())
     }
 }

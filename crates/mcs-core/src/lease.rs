@@ -3,7 +3,7 @@
 use mcs_api::Lease;
 
 /// The longest lease the registry grants.
-pub const MAX_LEASE_SECS: u64 = 24 * 60 * 60;
+pub const MAX_LEASE_SECS: u64 = Lease::MAX_DURATION_SECS;
 
 /// Lease duration and heartbeat interval the registry grants, checked once:
 /// `0 < heartbeat < duration <= 1 day`.
@@ -23,6 +23,12 @@ impl LeasePolicy {
         Ok(Self {
             lease: Lease::new(duration_secs, heartbeat_interval_secs)?,
         })
+    }
+
+    /// The policy of a lease a writer asked for (already checked while
+    /// parsing, so only the one-day bound is checked again here).
+    pub fn from_lease(lease: Lease) -> Result<Self, String> {
+        Self::new(lease.duration_secs, lease.heartbeat_interval_secs)
     }
 
     /// The lease as granted on the wire.

@@ -54,6 +54,8 @@ pub struct Intent {
     pub generation: Option<u64>,
     /// Whether the record holds a lease.
     pub leased: bool,
+    /// The lease the client asked for; the registrar's default when absent.
+    pub lease: Option<Lease>,
 }
 
 /// The registrar of one registry process.
@@ -89,9 +91,11 @@ impl Registrar {
         }
     }
 
-    /// The lease this registrar grants.
-    pub fn lease(&self) -> Lease {
-        self.lease.lease()
+    /// The lease granted for a request that asked for `requested`.
+    pub fn grant(&self, requested: Option<Lease>) -> LeasePolicy {
+        requested
+            .and_then(|l| LeasePolicy::from_lease(l).ok())
+            .unwrap_or(self.lease)
     }
 
     /// Writes `intent`; returns the record stored.
@@ -135,6 +139,7 @@ impl Registrar {
             incarnation,
             generation,
             leased: false,
+            lease: None,
         })
         .await
     }
@@ -146,7 +151,7 @@ impl Registrar {
             key: intent.key,
             version: Version::new(0, ""),
             owner,
-            lease_until_ms: intent.leased.then(|| self.lease.until(now)),
+            lease_until_ms: intent.leased.then(|| self.grant(intent.lease).until(now)),
             changed_at_ms: now,
             body: intent.body,
         };

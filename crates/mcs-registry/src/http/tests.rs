@@ -1,1 +1,765 @@
+//! API tests through `router(state).oneshot(..)`: every endpoint, every
+//! error status, on the embedded store with a hand-driven clock.
 
+use super::*;
+use crate::clock::ManualClock;
+use crate::config::{Args, Settings};
+use crate::server::Registry;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use clap::Parser;
+use mcs_store::{MemoryStore, Store};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const T0: u64 = 1_800_000_000_000;
+const SKEW: u64 = 1_000;
+
+struct Harness {
+    registry: Registry,
+    clock: Arc<ManualClock>,
+    store: Arc<MemoryStore>,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Value,
+}
+
+async fn harness() -> Harness {
+    let h = unready_harness();
+    let mut h = h;
+    h.registry.reader.poll_once().await;
+    h
+}
+
+fn unready_harness() -> Harness {
+    let args = Args::try_parse_from([
+        "mcs-registry",
+        "--lease-duration-secs",
+        "30",
+        "--heartbeat-interval-secs",
+        "10",
+        "--skew-allowance-ms",
+        "1000",
+        "--max-body-bytes",
+        "4096",
+        "--writer-id",
+        "reg-a",
+    ])
+    .unwrap();
+    let settings = Settings::from_args(&args).unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(MemoryStore::new());
+    let registry = Registry::new(store.clone(), clock.clone(), &settings);
+    Harness {
+        registry,
+        clock,
+        store,
+    }
+}
+
+impl Harness {
+    async fn call(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<String>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(body.map_or_else(Body::empty, Body::from))
+            .unwrap();
+        let response = router(self.registry.state.clone())
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    async fn get(&self, uri: &str) -> Reply {
+        self.call(Method::GET, uri, None, &[]).await
+    }
+
+    async fn send(&self, method: Method, uri: &str, body: Value) -> Reply {
+        self.call(method, uri, Some(body.to_string()), &[]).await
+    }
+
+    async fn stored(&self) -> usize {
+        self.store.read_all().await.unwrap().len()
+    }
+}
+
+fn pool(dgd: &str) -> Value {
+    json!({
+        "pool_key": {"cluster_id": "us-east-1a", "namespace": "llm", "dgd_name": dgd},
+        "model": "meta-llama/Llama-3.1-8B",
+        "location": {"region": "us-east-1", "zone": "us-east-1a"},
+        "capacity": {"workers": 4},
+        "relay_address": "10.0.1.7:9000",
+        "relay_identities": ["10.0.1.7"]
+    })
+}
+
+fn with(mut value: Value, field: &str, v: Value) -> Value {
+    value[field] = v;
+    value
+}
+
+fn export(exported_at: &str, port: u16) -> Value {
+    json!({
+        "type": "ClusterSetIP",
+        "ports": [{"name": "http", "protocol": "TCP", "port": port}],
+        "session_affinity": "None",
+        "exported_at": exported_at,
+        "endpoints": [{"addresses": ["10.1.0.5"], "ready": true, "zone": "us-east-1a"}]
+    })
+}
+
+fn fingerprint(reply: &Reply) -> String {
+    reply.body["fingerprint"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn register_list_and_withdraw_a_pool() {
+    let h = harness().await;
+    let reply = h.send(Method::POST, "/v1/pools", pool("llama")).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let pool_id = reply.body["pool_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        reply.body["lease"],
+        json!({"duration_secs": 30, "heartbeat_interval_secs": 10})
+    );
+    assert!(reply.body["generation"].as_u64().unwrap() >= T0 << 16);
+
+    // Read-your-writes: no reader poll in between.
+    let list = h.get("/v1/pools").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.body["pools"][0]["pool_id"], json!(pool_id));
+    assert_eq!(
+        list.body["pools"][0]["model"],
+        json!("meta-llama/Llama-3.1-8B")
+    );
+    assert_eq!(list.body["complete"], json!(true));
+    let etag = list.headers["etag"].to_str().unwrap().to_owned();
+    assert_eq!(etag, format!("\"{}\"", fingerprint(&list)));
+
+    let deleted = h
+        .call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[])
+        .await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
+    assert!(
+        deleted.body["generation"].as_u64().unwrap() > reply.body["generation"].as_u64().unwrap()
+    );
+    assert_eq!(h.get("/v1/pools").await.body["pools"], json!([]));
+    let again = h
+        .call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[])
+        .await;
+    assert_eq!(
+        again.status,
+        StatusCode::OK,
+        "withdrawing twice is idempotent"
+    );
+    assert_eq!(again.body["generation"], deleted.body["generation"]);
+}
+
+#[tokio::test]
+async fn unversioned_aliases_serve_the_same_lists() {
+    let h = harness().await;
+    assert_eq!(
+        h.send(Method::POST, "/pools", pool("a")).await.status,
+        StatusCode::OK
+    );
+    let v1 = h.get("/v1/pools").await;
+    let alias = h.get("/pools").await;
+    assert_eq!(alias.body, v1.body);
+    assert_eq!(alias.body["pools"].as_array().unwrap().len(), 1);
+    let reg = json!({"router_id": "gr-0", "address": "10.0.0.9:8080"});
+    assert_eq!(
+        h.send(Method::POST, "/v1/routers", reg).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        h.get("/routers").await.body,
+        h.get("/v1/routers").await.body
+    );
+    assert_eq!(h.get("/healthz").await.body["status"], json!("ok"));
+}
+
+#[tokio::test]
+async fn routers_register_list_and_withdraw() {
+    let h = harness().await;
+    let reg = json!({"router_id": "gr-0.us-east-1", "address": "10.0.0.9:8080", "incarnation": "r1",
+                     "lease": {"duration_secs": 60, "heartbeat_interval_secs": 20}});
+    let reply = h.send(Method::POST, "/v1/routers", reg).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(
+        reply.body["lease"]["duration_secs"],
+        json!(60),
+        "the lease asked for is granted"
+    );
+    let list = h.get("/v1/routers").await;
+    assert_eq!(list.body["routers"][0]["address"], json!("10.0.0.9:8080"));
+    let other = h
+        .call(
+            Method::DELETE,
+            "/v1/routers/gr-0.us-east-1?incarnation=r2",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        other.status,
+        StatusCode::CONFLICT,
+        "another incarnation may not withdraw it"
+    );
+    h.clock.advance(60_000 + SKEW - 1);
+    assert_eq!(
+        h.get("/v1/routers").await.body["routers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "60 s lease"
+    );
+    let mine = h
+        .call(
+            Method::DELETE,
+            "/v1/routers/gr-0.us-east-1?incarnation=r1",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::OK, "{}", mine.body);
+    assert_eq!(h.get("/v1/routers").await.body["routers"], json!([]));
+}
+
+#[tokio::test]
+async fn clusters_exports_and_imports() {
+    let h = harness().await;
+    let early = h
+        .send(
+            Method::PUT,
+            "/v1/clusters/east/exports/llm/web",
+            export("2026-12-01T00:00:00Z", 80),
+        )
+        .await;
+    assert_eq!(early.status, StatusCode::OK, "{}", early.body);
+    assert_eq!(
+        early.body["conditions"][1]["reason"],
+        json!("NoClusterLease")
+    );
+    assert_eq!(
+        h.get("/v1/imports").await.body["imports"],
+        json!([]),
+        "no cluster lease yet"
+    );
+
+    for cluster in ["east", "west"] {
+        let reply = h
+            .send(
+                Method::PUT,
+                &format!("/v1/clusters/{cluster}"),
+                json!({"incarnation": format!("{cluster}-1"), "generation": 17}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["generation"], json!(17));
+    }
+    assert_eq!(
+        h.get("/v1/clusters").await.body["clusters"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let west = h
+        .send(
+            Method::PUT,
+            "/v1/clusters/west/exports/llm/web",
+            export("2026-12-02T00:00:00Z", 8080),
+        )
+        .await;
+    assert_eq!(west.status, StatusCode::OK);
+    let conflict = &west.body["conditions"][2];
+    assert_eq!(
+        (
+            conflict["type"].as_str(),
+            conflict["status"].as_str(),
+            conflict["reason"].as_str()
+        ),
+        (Some("Conflict"), Some("True"), Some("PortConflict"))
+    );
+
+    let imports = h.get("/v1/imports").await;
+    let import = &imports.body["imports"][0];
+    assert_eq!(
+        import["ports"][0]["port"],
+        json!(80),
+        "the oldest export's port wins"
+    );
+    assert_eq!(import["clusters"].as_array().unwrap().len(), 2);
+    let exports = h.get("/v1/exports").await;
+    for e in exports.body["exports"].as_array().unwrap() {
+        assert_eq!(
+            e["conditions"][2]["status"],
+            json!("True"),
+            "every export reports the conflict"
+        );
+    }
+
+    let gone = h
+        .call(
+            Method::DELETE,
+            "/v1/clusters/east/exports/llm/web",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
+    let imports = h.get("/v1/imports").await;
+    assert_eq!(imports.body["imports"][0]["ports"][0]["port"], json!(8080));
+    assert_eq!(
+        h.get("/v1/exports").await.body["exports"][0]["conditions"][2]["status"],
+        json!("False")
+    );
+
+    let left = h
+        .call(
+            Method::DELETE,
+            "/v1/clusters/west?incarnation=west-1&generation=18",
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(left.status, StatusCode::OK, "{}", left.body);
+    assert_eq!(
+        h.get("/v1/imports").await.body["imports"],
+        json!([]),
+        "exports live on their cluster"
+    );
+    assert_eq!(h.get("/v1/exports").await.body["exports"], json!([]));
+}
+
+#[tokio::test]
+async fn a_cluster_body_must_match_its_path() {
+    let h = harness().await;
+    let reply = h
+        .send(
+            Method::PUT,
+            "/v1/clusters/east",
+            json!({"cluster_id": "west", "incarnation": "i"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.body["field"], json!("cluster_id"));
+    let reply = h
+        .send(
+            Method::PUT,
+            "/v1/clusters/East",
+            json!({"incarnation": "i"}),
+        )
+        .await;
+    assert_eq!(reply.body["field"], json!("cluster_id"));
+    let reply = h
+        .send(
+            Method::PUT,
+            "/v1/clusters/east/exports/LLM/web",
+            export("2026-12-01T00:00:00Z", 80),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.body["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("namespace"))
+    );
+    assert_eq!(h.stored().await, 0);
+}
+
+#[tokio::test]
+async fn ownership_blocks_other_incarnations_until_the_lease_expires() {
+    let h = harness().await;
+    let by_x = with(pool("a"), "incarnation", json!("x"));
+    assert_eq!(
+        h.send(Method::POST, "/v1/pools", by_x).await.status,
+        StatusCode::OK
+    );
+    let by_y = with(
+        with(pool("a"), "incarnation", json!("y")),
+        "model",
+        json!("other"),
+    );
+    let refused = h.send(Method::POST, "/v1/pools", by_y.clone()).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.body["error"], json!("owned"));
+    assert_eq!(refused.body["owner"], json!("x"));
+    assert_eq!(refused.body["lease_until_ms"], json!(T0 + 30_000));
+    assert_eq!(
+        h.get("/v1/pools").await.body["pools"][0]["model"],
+        json!("meta-llama/Llama-3.1-8B")
+    );
+
+    h.clock.advance(30_000);
+    let taken = h.send(Method::POST, "/v1/pools", by_y).await;
+    assert_eq!(taken.status, StatusCode::OK, "{}", taken.body);
+    assert_eq!(
+        h.get("/v1/pools").await.body["pools"][0]["model"],
+        json!("other")
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_and_repeats_keep_the_fingerprint() {
+    let h = harness().await;
+    let first = h.send(Method::POST, "/v1/pools", pool("a")).await;
+    let fp = fingerprint(&h.get("/v1/pools").await);
+    h.clock.advance(10_000);
+    let beat = h.send(Method::POST, "/v1/pools", pool("a")).await;
+    assert_eq!(
+        beat.body["generation"], first.body["generation"],
+        "a heartbeat keeps the generation"
+    );
+    assert_eq!(fingerprint(&h.get("/v1/pools").await), fp);
+    // The heartbeat moved the lease: still served past the first lease's end.
+    h.clock.advance(25_000);
+    assert_eq!(
+        h.get("/v1/pools").await.body["pools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    h.clock.advance(5_000 + SKEW);
+    let expired = h.get("/v1/pools").await;
+    assert_eq!(
+        expired.body["pools"],
+        json!([]),
+        "expired after lease plus skew"
+    );
+    assert_ne!(fingerprint(&expired), fp);
+
+    // The same content in a fresh registry gives the same fingerprint.
+    let other = harness().await;
+    other.send(Method::POST, "/v1/pools", pool("a")).await;
+    assert_eq!(fingerprint(&other.get("/v1/pools").await), fp);
+}
+
+#[tokio::test]
+async fn after_a_withdrawal_an_older_generation_is_refused() {
+    let h = harness().await;
+    let reg = with(
+        with(pool("a"), "incarnation", json!("x")),
+        "generation",
+        json!(5),
+    );
+    assert_eq!(
+        h.send(Method::POST, "/v1/pools", reg).await.status,
+        StatusCode::OK
+    );
+    let pool_id = h.get("/v1/pools").await.body["pools"][0]["pool_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let gone = h
+        .call(
+            Method::DELETE,
+            &format!("/v1/pools/{pool_id}?incarnation=x&generation=6"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
+    assert_eq!(gone.body["generation"], json!(6));
+    let late = with(
+        with(pool("a"), "incarnation", json!("x")),
+        "generation",
+        json!(5),
+    );
+    let refused = h.send(Method::POST, "/v1/pools", late).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.body["error"], json!("stale_generation"));
+    assert_eq!(refused.body["stored_generation"], json!(6));
+    assert_eq!(
+        h.get("/v1/pools").await.body["pools"],
+        json!([]),
+        "stays withdrawn"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_nothing_is_stored() {
+    let h = harness().await;
+    let cases: Vec<(Option<String>, StatusCode, Option<&str>)> = vec![
+        (Some("{\"pool_key\":".into()), StatusCode::BAD_REQUEST, None),
+        (Some("not json".into()), StatusCode::BAD_REQUEST, None),
+        (Some(String::new()), StatusCode::BAD_REQUEST, None),
+        (
+            Some(format!("{} trailing", pool("a"))),
+            StatusCode::BAD_REQUEST,
+            None,
+        ),
+        (
+            Some(with(pool("a"), "model", json!("  ")).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("model"),
+        ),
+        (
+            Some(
+                {
+                    let mut p = pool("a");
+                    p["pool_key"]["namespace"] = json!("Bad_NS");
+                    p
+                }
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("pool_key.namespace"),
+        ),
+        (
+            Some(
+                with(
+                    pool("a"),
+                    "lease",
+                    json!({"duration_secs": 10, "heartbeat_interval_secs": 10}),
+                )
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("lease"),
+        ),
+        (
+            Some(
+                with(
+                    pool("a"),
+                    "lease",
+                    json!({"duration_secs": 90000, "heartbeat_interval_secs": 10}),
+                )
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("lease.duration_secs"),
+        ),
+        (
+            Some(
+                {
+                    let mut p = pool("a");
+                    p["capacity"]["workers"] = json!(-1);
+                    p
+                }
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("capacity.workers"),
+        ),
+        (
+            Some(with(pool("a"), "relay_address", json!("nowhere")).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("relay_address"),
+        ),
+        (
+            Some(
+                {
+                    let mut p = pool("a");
+                    p.as_object_mut().unwrap().remove("model");
+                    p
+                }
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("model"),
+        ),
+        (
+            Some(with(pool("a"), "generation", json!(3)).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("incarnation"),
+        ),
+        (
+            Some(with(pool("a"), "relay_identities", json!(["x".repeat(4096)])).to_string()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+        ),
+    ];
+    for (body, status, field) in cases {
+        let shown = body
+            .clone()
+            .unwrap_or_default()
+            .chars()
+            .take(80)
+            .collect::<String>();
+        let reply = h.call(Method::POST, "/v1/pools", body, &[]).await;
+        assert_eq!(reply.status, status, "{shown}: {}", reply.body);
+        if let Some(field) = field {
+            assert_eq!(reply.body["field"], json!(field), "{shown}");
+            assert_eq!(reply.body["error"], json!("invalid_argument"));
+        }
+        assert!(
+            reply.body["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{shown}: a message"
+        );
+    }
+    assert_eq!(h.stored().await, 0, "nothing is stored");
+    assert_eq!(h.get("/v1/pools").await.body["pools"], json!([]));
+}
+
+#[tokio::test]
+async fn unknown_routes_records_and_methods() {
+    let h = harness().await;
+    let missing = h
+        .call(
+            Method::DELETE,
+            &format!("/v1/pools/{}", "0".repeat(32)),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (missing.status, missing.body["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let bad_id = h.call(Method::DELETE, "/v1/pools/xyz", None, &[]).await;
+    assert_eq!(
+        (bad_id.status, bad_id.body["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("pool_id"))
+    );
+    assert_eq!(h.get("/v2/everything").await.status, StatusCode::NOT_FOUND);
+    let wrong = h.call(Method::PATCH, "/v1/pools", None, &[]).await;
+    assert_eq!(wrong.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(wrong.body["message"].is_string());
+    let bad_query = h.get("/v1/pools?watch=maybe").await;
+    assert_eq!(
+        (bad_query.status, bad_query.body["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("watch"))
+    );
+    let bad_delete = h
+        .call(
+            Method::DELETE,
+            &format!("/v1/pools/{}?generation=4", "0".repeat(32)),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(bad_delete.body["field"], json!("incarnation"));
+}
+
+#[tokio::test]
+async fn storage_outage_answers_503_and_recovers() {
+    let mut h = harness().await;
+    h.send(Method::POST, "/v1/pools", pool("a")).await;
+    h.store.set_unavailable(true);
+    let refused = h.send(Method::POST, "/v1/pools", pool("b")).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.body["error"], json!("unavailable"));
+    assert_eq!(refused.headers["retry-after"], "1");
+    // Reads keep serving the last view; it turns incomplete once stale.
+    h.clock.advance(31_000);
+    h.registry.reader.poll_once().await;
+    let list = h.get("/v1/pools").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.body["complete"], json!(false));
+    h.store.set_unavailable(false);
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(true));
+    assert_eq!(
+        h.send(Method::POST, "/v1/pools", pool("b")).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn readiness_waits_for_the_first_full_read() {
+    let mut h = unready_harness();
+    assert_eq!(
+        h.get("/readyz").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(false));
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(true));
+}
+
+#[tokio::test]
+async fn etags_and_long_polls() {
+    let h = harness().await;
+    let list = h.get("/v1/pools").await;
+    let etag = list.headers["etag"].to_str().unwrap().to_owned();
+    let cached = h
+        .call(Method::GET, "/v1/pools", None, &[("if-none-match", &etag)])
+        .await;
+    assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(cached.headers["etag"].to_str().unwrap(), etag);
+
+    // A watch with nothing changing ends with 304 at its timeout.
+    let started = std::time::Instant::now();
+    let idle = h
+        .call(
+            Method::GET,
+            "/v1/pools?watch=true&timeout_secs=1",
+            None,
+            &[("if-none-match", &etag)],
+        )
+        .await;
+    assert_eq!(idle.status, StatusCode::NOT_MODIFIED);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+
+    // A watch returns the new list as soon as a write changes it.
+    let state = h.registry.state.clone();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let request = Request::post("/v1/pools")
+            .body(Body::from(pool("w").to_string()))
+            .unwrap();
+        router(state).oneshot(request).await.unwrap().status()
+    });
+    let woken = h
+        .call(
+            Method::GET,
+            "/v1/pools?watch=true&timeout_secs=30",
+            None,
+            &[("if-none-match", &etag)],
+        )
+        .await;
+    assert_eq!(writer.await.unwrap(), StatusCode::OK);
+    assert_eq!(woken.status, StatusCode::OK);
+    assert_eq!(woken.body["pools"].as_array().unwrap().len(), 1);
+    assert_ne!(woken.headers["etag"].to_str().unwrap(), etag);
+
+    // Shutdown ends waiting long-polls at once.
+    let etag = woken.headers["etag"].to_str().unwrap().to_owned();
+    let stop = h.registry.shutdown.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        stop.send_replace(true);
+    });
+    let started = std::time::Instant::now();
+    let ended = h
+        .call(
+            Method::GET,
+            "/v1/pools?watch=true&timeout_secs=30",
+            None,
+            &[("if-none-match", &etag)],
+        )
+        .await;
+    assert_eq!(ended.status, StatusCode::NOT_MODIFIED);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

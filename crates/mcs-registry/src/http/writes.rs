@@ -37,12 +37,13 @@ pub(super) async fn register_pool(
             incarnation: reg.incarnation,
             generation: reg.generation,
             leased: true,
+            lease: reg.lease,
         })
         .await?;
     Ok(Json(PoolRegistered {
         pool_id,
         generation: record.version.generation,
-        lease: state.registrar.lease(),
+        lease: state.registrar.grant(reg.lease).lease(),
     }))
 }
 
@@ -61,12 +62,13 @@ pub(super) async fn register_router(
             incarnation: reg.incarnation,
             generation: reg.generation,
             leased: true,
+            lease: reg.lease,
         })
         .await?;
     Ok(Json(RouterRegistered {
         router_id,
         generation: record.version.generation,
-        lease: state.registrar.lease(),
+        lease: state.registrar.grant(reg.lease).lease(),
     }))
 }
 
@@ -85,11 +87,12 @@ pub(super) async fn register_cluster(
             incarnation: Some(reg.incarnation),
             generation: reg.generation,
             leased: true,
+            lease: reg.lease,
         })
         .await?;
     Ok(Json(ClusterRegistered {
         generation: record.version.generation,
-        lease: state.registrar.lease(),
+        lease: state.registrar.grant(reg.lease).lease(),
     }))
 }
 
@@ -115,6 +118,7 @@ pub(super) async fn put_export(
             incarnation: req.incarnation,
             generation: req.generation,
             leased: false,
+            lease: None,
         })
         .await?;
     let conditions = state
