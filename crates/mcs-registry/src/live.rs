@@ -67,6 +67,10 @@ pub struct Rendered {
     pub body: Bytes,
 }
 
+/// A rendered body and the section version and completeness it was
+/// rendered for.
+type CachedBody = (u64, bool, Arc<Rendered>);
+
 /// The shared, served view of one registry process.
 #[derive(Debug)]
 pub struct LiveView {
@@ -76,7 +80,7 @@ pub struct LiveView {
     full_read_done: AtomicBool,
     last_poll_ok_ms: AtomicU64,
     changes: watch::Sender<u64>,
-    cache: Mutex<HashMap<SectionKind, (u64, bool, Arc<Rendered>)>>,
+    cache: Mutex<HashMap<SectionKind, CachedBody>>,
 }
 
 impl LiveView {
