@@ -70,16 +70,8 @@ mod tests {
         round_trip(&reg);
         assert_eq!(reg.validate(), Ok(()));
         assert_eq!(reg.check_path(&Label::new("east").unwrap()), Ok(()));
-        assert_eq!(
-            reg.check_path(&Label::new("west").unwrap())
-                .unwrap_err()
-                .field,
-            "cluster_id"
-        );
-        round_trip(&ClusterRegistered {
-            generation: 17,
-            lease: Lease::new(30, 10).unwrap(),
-        });
+        assert_eq!(reg.check_path(&Label::new("west").unwrap()).unwrap_err().field, "cluster_id");
+        round_trip(&ClusterRegistered { generation: 17, lease: Lease::new(30, 10).unwrap() });
         round_trip(&Cluster {
             cluster_id: Label::new("east").unwrap(),
             incarnation: Incarnation::new("9a0e").unwrap(),

@@ -78,10 +78,7 @@ pub struct FieldError {
 impl FieldError {
     /// A new field error.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
+        Self { field: field.into(), message: message.into() }
     }
 }
 
@@ -100,10 +97,7 @@ mod tests {
 
     #[test]
     fn error_body_round_trips_with_and_without_details() {
-        round_trip(&ErrorBody::new(
-            ErrorCode::Unavailable,
-            "storage unavailable",
-        ));
+        round_trip(&ErrorBody::new(ErrorCode::Unavailable, "storage unavailable"));
         let mut owned = ErrorBody::new(ErrorCode::Owned, "pool is owned");
         owned.owner = Some("a".into());
         owned.lease_until_ms = Some(5);

@@ -34,10 +34,7 @@ impl Lease {
                 "heartbeat_interval_secs ({heartbeat_interval_secs}) must be below duration_secs ({duration_secs})"
             ));
         }
-        Ok(Self {
-            duration_secs,
-            heartbeat_interval_secs,
-        })
+        Ok(Self { duration_secs, heartbeat_interval_secs })
     }
 }
 

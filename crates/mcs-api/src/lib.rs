@@ -65,14 +65,10 @@ pub(crate) fn generation_needs_incarnation(
     incarnation: Option<&Incarnation>,
 ) -> Result<(), FieldError> {
     match (generation, incarnation) {
-        (Some(0), _) => Err(FieldError::new(
-            "generation",
-            "generation must be above zero",
-        )),
-        (Some(_), None) => Err(FieldError::new(
-            "incarnation",
-            "incarnation is required when generation is given",
-        )),
+        (Some(0), _) => Err(FieldError::new("generation", "generation must be above zero")),
+        (Some(_), None) => {
+            Err(FieldError::new("incarnation", "incarnation is required when generation is given"))
+        }
         _ => Ok(()),
     }
 }

@@ -60,25 +60,9 @@ mod tests {
             parse(r#"{"pools":[],"complete":false,"fingerprint":"abc","region":"x"}"#).unwrap();
         assert!(!list.complete);
         round_trip(&list);
-        round_trip(&RouterList {
-            routers: vec![],
-            complete: true,
-            fingerprint: "f".into(),
-        });
-        round_trip(&ClusterList {
-            clusters: vec![],
-            complete: true,
-            fingerprint: "f".into(),
-        });
-        round_trip(&ExportList {
-            exports: vec![],
-            complete: true,
-            fingerprint: "f".into(),
-        });
-        round_trip(&ImportList {
-            imports: vec![],
-            complete: true,
-            fingerprint: "f".into(),
-        });
+        round_trip(&RouterList { routers: vec![], complete: true, fingerprint: "f".into() });
+        round_trip(&ClusterList { clusters: vec![], complete: true, fingerprint: "f".into() });
+        round_trip(&ExportList { exports: vec![], complete: true, fingerprint: "f".into() });
+        round_trip(&ImportList { imports: vec![], complete: true, fingerprint: "f".into() });
     }
 }

@@ -48,9 +48,7 @@ impl PoolId {
     /// Parses an id given as text (a path segment).
     pub fn parse(value: &str) -> Result<Self, String> {
         let ok = value.len() == 32
-            && value
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+            && value.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
         if !ok {
             return Err(format!("must be 32 lowercase hex digits, got {value:?}"));
         }
@@ -239,11 +237,7 @@ mod tests {
     fn every_invalid_field_is_named() {
         let cases = [
             ("model", r#""  ""#, "model"),
-            (
-                "pool_key.cluster_id",
-                r#""Bad_Label""#,
-                "pool_key.cluster_id",
-            ),
+            ("pool_key.cluster_id", r#""Bad_Label""#, "pool_key.cluster_id"),
             ("pool_key.namespace", r#""-x""#, "pool_key.namespace"),
             ("pool_key.dgd_name", r#""""#, "pool_key.dgd_name"),
             ("capacity.workers", "-1", "capacity.workers"),
@@ -274,14 +268,13 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(field, "lease");
-        let reg: PoolRegistration = parse(&with(
-            "lease",
-            r#"{"duration_secs": 86401, "heartbeat_interval_secs": 10}"#,
-        ))
-        .unwrap();
+        let reg: PoolRegistration =
+            parse(&with("lease", r#"{"duration_secs": 86401, "heartbeat_interval_secs": 10}"#))
+                .unwrap();
         assert_eq!(reg.validate().unwrap_err().field, "lease.duration_secs");
         let reg: PoolRegistration =
-            parse(&with("lease", r#"{"duration_secs": 60, "heartbeat_interval_secs": 20}"#)).unwrap();
+            parse(&with("lease", r#"{"duration_secs": 60, "heartbeat_interval_secs": 20}"#))
+                .unwrap();
         assert_eq!(reg.validate(), Ok(()));
         round_trip(&reg);
     }

@@ -53,26 +53,14 @@ mod tests {
 
     #[test]
     fn query_rules() {
-        let watch = ListQuery {
-            watch: true,
-            timeout_secs: Some(5),
-        };
+        let watch = ListQuery { watch: true, timeout_secs: Some(5) };
         assert_eq!(watch.validate(), Ok(()));
         round_trip(&watch);
-        let zero = ListQuery {
-            watch: true,
-            timeout_secs: Some(0),
-        };
+        let zero = ListQuery { watch: true, timeout_secs: Some(0) };
         assert_eq!(zero.validate().unwrap_err().field, "timeout_secs");
-        let no_watch = ListQuery {
-            watch: false,
-            timeout_secs: Some(3),
-        };
+        let no_watch = ListQuery { watch: false, timeout_secs: Some(3) };
         assert_eq!(no_watch.validate().unwrap_err().field, "timeout_secs");
-        let w = Withdrawal {
-            incarnation: None,
-            generation: Some(3),
-        };
+        let w = Withdrawal { incarnation: None, generation: Some(3) };
         assert_eq!(w.validate().unwrap_err().field, "incarnation");
         round_trip(&Withdrawal {
             incarnation: Some(Incarnation::new("x").unwrap()),

@@ -37,9 +37,7 @@ fn check_label(value: &str) -> Result<(), String> {
         ));
     }
     if value.starts_with('-') || value.ends_with('-') {
-        return Err(format!(
-            "must be a DNS-1123 label (alphanumeric at both ends), got {value:?}"
-        ));
+        return Err(format!("must be a DNS-1123 label (alphanumeric at both ends), got {value:?}"));
     }
     Ok(())
 }
@@ -172,11 +170,7 @@ impl HostPort {
         let value = value.into();
         let bad = || format!("must be host:port with a port from 1 to 65535, got {value:?}");
         if let Ok(addr) = value.parse::<std::net::SocketAddr>() {
-            return if addr.port() > 0 {
-                Ok(Self(value))
-            } else {
-                Err(bad())
-            };
+            return if addr.port() > 0 { Ok(Self(value)) } else { Err(bad()) };
         }
         let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
         match port.parse::<u16>() {

@@ -97,10 +97,7 @@ pub struct ExportKey {
 impl ExportKey {
     /// The service this export belongs to.
     pub fn service(&self) -> ServiceName {
-        ServiceName {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-        }
+        ServiceName { namespace: self.namespace.clone(), name: self.name.clone() }
     }
 }
 
@@ -137,10 +134,7 @@ impl Validate for ExportSpec {
         let mut names = std::collections::BTreeSet::new();
         for (i, port) in self.ports.iter().enumerate() {
             if port.port == 0 {
-                return Err(FieldError::new(
-                    format!("ports[{i}].port"),
-                    "port must be 1 to 65535",
-                ));
+                return Err(FieldError::new(format!("ports[{i}].port"), "port must be 1 to 65535"));
             }
             if port.name.is_empty() {
                 if self.ports.len() > 1 {
@@ -164,10 +158,9 @@ impl Validate for ExportSpec {
                 "session_affinity_timeout_secs",
                 "a timeout needs session_affinity ClientIP",
             )),
-            (SessionAffinity::ClientIP, Some(t)) if t == 0 || t > 86_400 => Err(FieldError::new(
-                "session_affinity_timeout_secs",
-                "must be 1 to 86400",
-            )),
+            (SessionAffinity::ClientIP, Some(t)) if t == 0 || t > 86_400 => {
+                Err(FieldError::new("session_affinity_timeout_secs", "must be 1 to 86400"))
+            }
             _ => Ok(()),
         }
     }
@@ -366,10 +359,7 @@ mod tests {
             }],
             conditions: export.conditions.clone(),
         });
-        round_trip(&ExportAccepted {
-            generation: 1,
-            conditions: vec![],
-        });
+        round_trip(&ExportAccepted { generation: 1, conditions: vec![] });
         round_trip(&Withdrawn { generation: 2 });
     }
 
@@ -378,16 +368,10 @@ mod tests {
         let bad = |from: &str, to: &str| EXPORT.replacen(from, to, 1);
         let parse_cases = [
             (bad(r#""ClusterSetIP""#, r#""LoadBalancer""#), "type"),
-            (
-                bad(r#""10.1.0.5""#, r#""10.1.0.500""#),
-                "endpoints[0].addresses[0]",
-            ),
+            (bad(r#""10.1.0.5""#, r#""10.1.0.500""#), "endpoints[0].addresses[0]"),
             (bad("\"port\": 80", "\"port\": 70000"), "ports[0].port"),
             (bad("2026-12-02T08:00:00Z", "yesterday"), "exported_at"),
-            (
-                bad(r#""protocol": "TCP""#, r#""protocol": "HTTP""#),
-                "ports[0].protocol",
-            ),
+            (bad(r#""protocol": "TCP""#, r#""protocol": "HTTP""#), "ports[0].protocol"),
         ];
         for (json, path) in parse_cases {
             let (got, message) = parse::<ExportRequest>(&json).unwrap_err();
@@ -395,15 +379,9 @@ mod tests {
         }
         let validate_cases = [
             (bad("\"port\": 80", "\"port\": 0"), "ports[0].port"),
-            (
-                bad(r#""name": "grpc""#, r#""name": "http""#),
-                "ports[1].name",
-            ),
+            (bad(r#""name": "grpc""#, r#""name": "http""#), "ports[1].name"),
             (bad(r#""name": "grpc""#, r#""name": """#), "ports[1].name"),
-            (
-                bad(r#""name": "http""#, r#""name": "HTTP_1""#),
-                "ports[0].name",
-            ),
+            (bad(r#""name": "http""#, r#""name": "HTTP_1""#), "ports[0].name"),
             (
                 bad(
                     r#""session_affinity_timeout_secs": null"#,

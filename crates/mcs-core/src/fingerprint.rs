@@ -37,10 +37,7 @@ fn fingerprint_of(name: &str, len: usize, sum: ItemDigest) -> Fingerprint {
     for lane in sum {
         hasher.update(lane.to_le_bytes());
     }
-    hasher.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The served items of one kind, sorted by key, with their fingerprint kept
@@ -57,12 +54,7 @@ impl<K: Ord, V: Serialize + PartialEq> Section<K, V> {
     /// An empty section; `name` makes equal content in different sections
     /// fingerprint differently.
     pub fn new(name: &'static str) -> Self {
-        Self {
-            name,
-            items: BTreeMap::new(),
-            sum: [0; 4],
-            version: 0,
-        }
+        Self { name, items: BTreeMap::new(), sum: [0; 4], version: 0 }
     }
 
     /// Inserts or replaces the item at `key`. Returns whether the served

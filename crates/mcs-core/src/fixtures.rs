@@ -14,11 +14,7 @@ pub fn label(s: &str) -> Label {
 
 /// The key of pool `dgd_name` in cluster `c1`, namespace `llm`.
 pub fn pool_key(dgd_name: &str) -> PoolKey {
-    PoolKey {
-        cluster_id: label("c1"),
-        namespace: label("llm"),
-        dgd_name: label(dgd_name),
-    }
+    PoolKey { cluster_id: label("c1"), namespace: label("llm"), dgd_name: label(dgd_name) }
 }
 
 /// A served pool named `dgd_name` serving `model`.
@@ -28,10 +24,7 @@ pub fn pool(dgd_name: &str, model: &str) -> Pool {
         pool_id: key.id(),
         pool_key: key,
         model: NonBlank::new(model).expect("model"),
-        location: Location {
-            region: NonBlank::new("us-east-1").expect("region"),
-            zone: None,
-        },
+        location: Location { region: NonBlank::new("us-east-1").expect("region"), zone: None },
         capacity: mcs_api::Capacity { workers: 4 },
         relay_address: HostPort::new("10.0.1.7:9000").expect("address"),
         relay_identities: vec![],
@@ -48,9 +41,7 @@ pub fn mk_pool(
 ) -> Record {
     let body = pool(dgd_name, "m");
     Record {
-        key: Key::Pool {
-            pool_id: body.pool_id.clone(),
-        },
+        key: Key::Pool { pool_id: body.pool_id.clone() },
         version: Version::new(generation, writer),
         owner: owner.map(str::to_owned),
         lease_until_ms,
@@ -62,9 +53,7 @@ pub fn mk_pool(
 /// A tombstone of pool `dgd_name` at `(generation, writer)`.
 pub fn mk_tombstone(dgd_name: &str, generation: u64, writer: &str) -> Record {
     Record {
-        key: Key::Pool {
-            pool_id: pool_key(dgd_name).id(),
-        },
+        key: Key::Pool { pool_id: pool_key(dgd_name).id() },
         version: Version::new(generation, writer),
         owner: None,
         lease_until_ms: None,
@@ -76,9 +65,7 @@ pub fn mk_tombstone(dgd_name: &str, generation: u64, writer: &str) -> Record {
 /// A cluster lease record held by `owner` until `lease_until_ms`.
 pub fn mk_cluster(cluster: &str, generation: u64, owner: &str, lease_until_ms: u64) -> Record {
     Record {
-        key: Key::Cluster {
-            cluster_id: label(cluster),
-        },
+        key: Key::Cluster { cluster_id: label(cluster) },
         version: Version::new(generation, "w"),
         owner: Some(owner.into()),
         lease_until_ms: Some(lease_until_ms),
@@ -89,12 +76,7 @@ pub fn mk_cluster(cluster: &str, generation: u64, owner: &str, lease_until_ms: u
 
 /// A named TCP port.
 pub fn port(name: &str, number: u16) -> ServicePort {
-    ServicePort {
-        name: name.into(),
-        protocol: Protocol::TCP,
-        port: number,
-        app_protocol: None,
-    }
+    ServicePort { name: name.into(), protocol: Protocol::TCP, port: number, app_protocol: None }
 }
 
 /// A ClusterSetIP export exported at `exported_at_secs` with one ready endpoint.

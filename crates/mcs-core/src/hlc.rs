@@ -51,10 +51,6 @@ mod tests {
         hlc.observe(5_000 << 16);
         assert_eq!(hlc.next(1_000), (5_000 << 16) + 1, "seen + 1");
         hlc.observe(3);
-        assert_eq!(
-            hlc.next(1_000),
-            (5_000 << 16) + 2,
-            "older observations change nothing"
-        );
+        assert_eq!(hlc.next(1_000), (5_000 << 16) + 2, "older observations change nothing");
     }
 }

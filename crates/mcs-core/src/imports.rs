@@ -71,10 +71,7 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
     }
     let affinity_losers = losers(&ranked, |s| {
         (s.session_affinity, s.session_affinity_timeout_secs)
-            != (
-                winner.session_affinity,
-                winner.session_affinity_timeout_secs,
-            )
+            != (winner.session_affinity, winner.session_affinity_timeout_secs)
     });
     if !affinity_losers.is_empty() {
         reasons.push(SESSION_AFFINITY_CONFLICT);
@@ -85,19 +82,9 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
     }
 
     let conflict = if reasons.is_empty() {
-        condition(
-            "Conflict",
-            ConditionStatus::False,
-            "NoConflicts",
-            "no conflicting exports",
-        )
+        condition("Conflict", ConditionStatus::False, "NoConflicts", "no conflicting exports")
     } else {
-        condition(
-            "Conflict",
-            ConditionStatus::True,
-            &reasons.join(","),
-            &details.join("; "),
-        )
+        condition("Conflict", ConditionStatus::True, &reasons.join(","), &details.join("; "))
     };
     let export_conditions = ranked
         .iter()
@@ -126,12 +113,7 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
     clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     let ready = clusters.iter().flat_map(|c| &c.endpoints).any(|e| e.ready);
     let ready_condition = if ready {
-        condition(
-            "Ready",
-            ConditionStatus::True,
-            "EndpointsReady",
-            "ready endpoints exist",
-        )
+        condition("Ready", ConditionStatus::True, "EndpointsReady", "ready endpoints exist")
     } else {
         condition(
             "Ready",
@@ -157,11 +139,7 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
 }
 
 fn losers(ranked: &[&(&Label, &ExportSpec)], differs: impl Fn(&ExportSpec) -> bool) -> Vec<String> {
-    ranked
-        .iter()
-        .filter(|(_, s)| differs(s))
-        .map(|(c, _)| c.to_string())
-        .collect()
+    ranked.iter().filter(|(_, s)| differs(s)).map(|(c, _)| c.to_string()).collect()
 }
 
 fn condition(kind: &str, status: ConditionStatus, reason: &str, message: &str) -> Condition {
@@ -180,10 +158,7 @@ mod tests {
     use mcs_api::{ServiceType, SessionAffinity};
 
     fn svc() -> ServiceName {
-        ServiceName {
-            namespace: label("llm"),
-            name: label("web"),
-        }
+        ServiceName { namespace: label("llm"), name: label("web") }
     }
 
     fn conflict_of(m: &Merged, cluster: &str) -> (ConditionStatus, String) {
@@ -289,12 +264,8 @@ mod tests {
         for case in cases {
             // The older export is on cluster "b" so that age, not id, decides.
             let m = merge(&svc(), &[(&a, &case.other), (&b, &base)]).expect(case.name);
-            let ports: Vec<(&str, u16)> = m
-                .import
-                .ports
-                .iter()
-                .map(|p| (p.name.as_str(), p.port))
-                .collect();
+            let ports: Vec<(&str, u16)> =
+                m.import.ports.iter().map(|p| (p.name.as_str(), p.port)).collect();
             assert_eq!(ports, case.want_ports, "{}", case.name);
             assert_eq!(m.import.service_type, case.want_type, "{}", case.name);
             let want_status = if case.reasons == "NoConflicts" {
@@ -343,9 +314,6 @@ mod tests {
         let (a, b) = (label("a"), label("b"));
         let x = mk_export_spec(1, vec![port("http", 80)]);
         let y = mk_export_spec(2, vec![port("http", 81), port("grpc", 9)]);
-        assert_eq!(
-            merge(&svc(), &[(&a, &x), (&b, &y)]),
-            merge(&svc(), &[(&b, &y), (&a, &x)])
-        );
+        assert_eq!(merge(&svc(), &[(&a, &x), (&b, &y)]), merge(&svc(), &[(&b, &y), (&a, &x)]));
     }
 }

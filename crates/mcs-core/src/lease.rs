@@ -20,9 +20,7 @@ impl LeasePolicy {
                 "lease duration {duration_secs}s is over the maximum of {MAX_LEASE_SECS}s (one day)"
             ));
         }
-        Ok(Self {
-            lease: Lease::new(duration_secs, heartbeat_interval_secs)?,
-        })
+        Ok(Self { lease: Lease::new(duration_secs, heartbeat_interval_secs)? })
     }
 
     /// The policy of a lease a writer asked for (already checked while
@@ -57,11 +55,7 @@ mod tests {
             (0, 0, false),
         ];
         for (duration, interval, ok) in cases {
-            assert_eq!(
-                LeasePolicy::new(duration, interval).is_ok(),
-                ok,
-                "{duration}/{interval}"
-            );
+            assert_eq!(LeasePolicy::new(duration, interval).is_ok(), ok, "{duration}/{interval}");
         }
         let policy = LeasePolicy::new(30, 10).unwrap();
         assert_eq!(policy.until(1_000), 31_000);

@@ -98,10 +98,7 @@ pub struct Version {
 impl Version {
     /// A version.
     pub fn new(generation: u64, writer: impl Into<String>) -> Self {
-        Self {
-            generation,
-            writer: writer.into(),
-        }
+        Self { generation, writer: writer.into() }
     }
 }
 

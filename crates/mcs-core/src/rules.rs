@@ -43,19 +43,14 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
         && until_ms > now_ms
         && new.owner.as_ref() != Some(owner)
     {
-        return WriteDecision::Owned {
-            owner: owner.clone(),
-            until_ms,
-        };
+        return WriteDecision::Owned { owner: owner.clone(), until_ms };
     }
     match new.version.cmp(&stored.version) {
         std::cmp::Ordering::Greater => WriteDecision::Apply,
         std::cmp::Ordering::Equal if new.content_digest() == stored.content_digest() => {
             WriteDecision::Renew
         }
-        _ => WriteDecision::Stale {
-            stored: stored.version.clone(),
-        },
+        _ => WriteDecision::Stale { stored: stored.version.clone() },
     }
 }
 
@@ -78,12 +73,7 @@ mod tests {
         let anonymous = mk_pool("p", 5, "r1", None, Some(now + 1));
         let tomb = mk_tombstone("p", 5, "r1");
         let cases: Vec<(&str, Option<&Record>, Record, WriteDecision)> = vec![
-            (
-                "nothing stored",
-                None,
-                mk_pool("p", 1, "r", None, None),
-                WriteDecision::Apply,
-            ),
+            ("nothing stored", None, mk_pool("p", 1, "r", None, None), WriteDecision::Apply),
             (
                 "newer generation",
                 Some(&held),
@@ -100,17 +90,13 @@ mod tests {
                 "same generation, lower writer",
                 Some(&held),
                 mk_pool("p", 5, "r0", Some("x"), Some(now)),
-                WriteDecision::Stale {
-                    stored: held.version.clone(),
-                },
+                WriteDecision::Stale { stored: held.version.clone() },
             ),
             (
                 "older generation",
                 Some(&held),
                 mk_pool("p", 4, "r9", Some("x"), Some(now)),
-                WriteDecision::Stale {
-                    stored: held.version.clone(),
-                },
+                WriteDecision::Stale { stored: held.version.clone() },
             ),
             (
                 "renewal",
@@ -126,27 +112,19 @@ mod tests {
                     r.body = mk_pool("q", 1, "r", None, None).body;
                     r
                 },
-                WriteDecision::Stale {
-                    stored: held.version.clone(),
-                },
+                WriteDecision::Stale { stored: held.version.clone() },
             ),
             (
                 "other incarnation while live",
                 Some(&held),
                 mk_pool("p", 9, "r1", Some("y"), Some(now)),
-                WriteDecision::Owned {
-                    owner: "x".into(),
-                    until_ms: now + 1,
-                },
+                WriteDecision::Owned { owner: "x".into(), until_ms: now + 1 },
             ),
             (
                 "anonymous while owned",
                 Some(&held),
                 mk_pool("p", 9, "r1", None, Some(now)),
-                WriteDecision::Owned {
-                    owner: "x".into(),
-                    until_ms: now + 1,
-                },
+                WriteDecision::Owned { owner: "x".into(), until_ms: now + 1 },
             ),
             (
                 "other incarnation after expiry",
@@ -170,16 +148,9 @@ mod tests {
                 "older over tombstone",
                 Some(&tomb),
                 mk_pool("p", 4, "r1", Some("y"), Some(now)),
-                WriteDecision::Stale {
-                    stored: tomb.version.clone(),
-                },
+                WriteDecision::Stale { stored: tomb.version.clone() },
             ),
-            (
-                "tombstone retry",
-                Some(&tomb),
-                mk_tombstone("p", 5, "r1"),
-                WriteDecision::Renew,
-            ),
+            ("tombstone retry", Some(&tomb), mk_tombstone("p", 5, "r1"), WriteDecision::Renew),
             (
                 "withdrawal by the owner",
                 Some(&held),
@@ -190,10 +161,7 @@ mod tests {
                 "withdrawal by another",
                 Some(&held),
                 mk_tombstone_by("p", 6, "r1", "y"),
-                WriteDecision::Owned {
-                    owner: "x".into(),
-                    until_ms: now + 1,
-                },
+                WriteDecision::Owned { owner: "x".into(), until_ms: now + 1 },
             ),
         ];
         for (name, stored, new, want) in cases {
@@ -210,14 +178,8 @@ mod tests {
     #[test]
     fn renewal_only_extends() {
         let stored = mk_pool("p", 5, "r1", Some("x"), Some(100));
-        assert!(renewal_extends(
-            &stored,
-            &mk_pool("p", 5, "r1", Some("x"), Some(101))
-        ));
-        assert!(!renewal_extends(
-            &stored,
-            &mk_pool("p", 5, "r1", Some("x"), Some(99))
-        ));
+        assert!(renewal_extends(&stored, &mk_pool("p", 5, "r1", Some("x"), Some(101))));
+        assert!(!renewal_extends(&stored, &mk_pool("p", 5, "r1", Some("x"), Some(99))));
     }
 
     #[test]

@@ -105,10 +105,7 @@ impl View {
 
     /// How many served leases [`View::advance`] would expire at `now_ms`.
     pub fn due_expiries(&self, now_ms: u64) -> usize {
-        self.deadlines
-            .iter()
-            .take_while(|(d, _)| *d <= now_ms)
-            .count()
+        self.deadlines.iter().take_while(|(d, _)| *d <= now_ms).count()
     }
 
     /// Replaces the view's state with a full read that started at
@@ -196,8 +193,7 @@ impl View {
 
     fn forget_deadline(&mut self, old: &Record) {
         if let Some(until) = old.lease_until_ms {
-            self.deadlines
-                .remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
+            self.deadlines.remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
         }
     }
 
@@ -209,12 +205,9 @@ impl View {
             && let Some(r) = record
             && let Some(until) = r.lease_until_ms
         {
-            self.deadlines
-                .insert((until.saturating_add(self.skew_ms), key.clone()));
+            self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
         }
-        let body = record
-            .filter(|_| live)
-            .map(|r| (&r.body, r.owner.as_deref()));
+        let body = record.filter(|_| live).map(|r| (&r.body, r.owner.as_deref()));
         match key {
             Key::Pool { pool_id } => match body {
                 Some((Body::Pool(pool), _)) => {
@@ -240,10 +233,7 @@ impl View {
                 let changed = match incarnation {
                     Some(incarnation) => self.clusters.upsert(
                         cluster_id.clone(),
-                        Cluster {
-                            cluster_id: cluster_id.clone(),
-                            incarnation,
-                        },
+                        Cluster { cluster_id: cluster_id.clone(), incarnation },
                     ),
                     None => self.clusters.remove(cluster_id),
                 };
@@ -322,21 +312,19 @@ impl View {
         let served: Vec<(ExportKey, Export)> = match &merged {
             Some(m) => live
                 .iter()
-                .filter_map(
-                    |(k, r)| match (&r.body, m.export_conditions.get(&k.cluster_id)) {
-                        (Body::Export(spec), Some(conditions)) => Some((
-                            k.clone(),
-                            Export {
-                                cluster_id: k.cluster_id.clone(),
-                                namespace: k.namespace.clone(),
-                                name: k.name.clone(),
-                                spec: spec.clone(),
-                                conditions: conditions.clone(),
-                            },
-                        )),
-                        _ => None,
-                    },
-                )
+                .filter_map(|(k, r)| match (&r.body, m.export_conditions.get(&k.cluster_id)) {
+                    (Body::Export(spec), Some(conditions)) => Some((
+                        k.clone(),
+                        Export {
+                            cluster_id: k.cluster_id.clone(),
+                            namespace: k.namespace.clone(),
+                            name: k.name.clone(),
+                            spec: spec.clone(),
+                            conditions: conditions.clone(),
+                        },
+                    )),
+                    _ => None,
+                })
                 .collect(),
             None => Vec::new(),
         };

@@ -179,7 +179,7 @@ impl Settings {
         }
         if args.full_resync_interval_secs.saturating_mul(1000) < args.refresh_interval_ms {
             return Err(
-                "--full-resync-interval-secs must not be below --refresh-interval-ms".into(),
+                "--full-resync-interval-secs must not be below --refresh-interval-ms".into()
             );
         }
         if args.stale_after_secs.saturating_mul(1000) <= args.refresh_interval_ms {
@@ -245,10 +245,7 @@ mod tests {
             (&["--refresh-interval-ms", "0"], "--refresh-interval-ms"),
             (&["--stale-after-secs", "1"], "--stale-after-secs"),
             (&["--max-body-bytes", "10"], "--max-body-bytes"),
-            (
-                &["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"],
-                "must differ",
-            ),
+            (&["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"], "must differ"),
             (&["--writer-id", " "], "--writer-id"),
         ];
         for (argv, want) in cases {

@@ -104,15 +104,11 @@ impl LiveView {
 
     /// Read access to the merged view.
     pub fn read(&self) -> RwLockReadGuard<'_, View> {
-        self.view
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.view.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, View> {
-        self.view
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.view.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Merges one record (the registrar's own write: read-your-writes).
@@ -122,12 +118,7 @@ impl LiveView {
 
     /// Merges records from a delta poll; returns how many changed the view.
     pub fn apply_all(&self, records: Vec<Record>) -> usize {
-        self.mutate(|view, now| {
-            records
-                .into_iter()
-                .filter(|r| view.apply(r.clone(), now))
-                .count()
-        })
+        self.mutate(|view, now| records.into_iter().filter(|r| view.apply(r.clone(), now)).count())
     }
 
     /// Replaces the state with a full read that began at `read_started_ms`.
@@ -160,8 +151,7 @@ impl LiveView {
     /// Records the outcome of a poll; a full read makes the view ready.
     pub fn mark_poll(&self, ok: bool, full: bool) {
         if ok {
-            self.last_poll_ok_ms
-                .store(self.clock.now_ms(), Ordering::SeqCst);
+            self.last_poll_ok_ms.store(self.clock.now_ms(), Ordering::SeqCst);
             if full {
                 self.full_read_done.store(true, Ordering::SeqCst);
             }
@@ -282,14 +272,8 @@ fn render_section<K: Ord, V: Serialize + PartialEq>(
     // Serializing plain data types into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut body, &items);
     body.push(b',');
-    let tail = serde_json::to_vec(&Tail {
-        complete,
-        fingerprint: &fingerprint,
-    })
-    .unwrap_or_default();
+    let tail =
+        serde_json::to_vec(&Tail { complete, fingerprint: &fingerprint }).unwrap_or_default();
     body.extend_from_slice(&tail[1..]);
-    Rendered {
-        fingerprint,
-        body: Bytes::from(body),
-    }
+    Rendered { fingerprint, body: Bytes::from(body) }
 }

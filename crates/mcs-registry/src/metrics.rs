@@ -30,9 +30,8 @@ pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
 /// Long-polls waiting right now.
 pub const WATCHERS: &str = "mcs_http_watchers";
 
-const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
+const LATENCY_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// Installs the process-wide Prometheus recorder (once) and describes every
 /// metric. Later calls return the same handle.
@@ -59,11 +58,7 @@ fn describe() {
         HTTP_REQUESTS,
         "HTTP requests answered, by route template, method and status"
     );
-    describe_histogram!(
-        HTTP_DURATION,
-        Unit::Seconds,
-        "HTTP request latency by route template"
-    );
+    describe_histogram!(HTTP_DURATION, Unit::Seconds, "HTTP request latency by route template");
     describe_counter!(REGISTRAR_WRITES, "registrar writes by kind and outcome");
     describe_gauge!(VIEW_ITEMS, "served items by section");
     describe_gauge!(VIEW_RECORDS, "records held by the view, live or not");
@@ -71,14 +66,7 @@ fn describe() {
     describe_counter!(LEASE_EXPIRIES, "leases expired in the view by kind");
     describe_gauge!(VIEW_COMPLETE, "1 while lists are complete");
     describe_counter!(READER_POLLS, "reader polls by mode and outcome");
-    describe_histogram!(
-        READER_POLL_DURATION,
-        Unit::Seconds,
-        "reader poll latency by mode"
-    );
-    describe_counter!(
-        LATE_ARRIVALS,
-        "records a full read found that delta polls missed"
-    );
+    describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
+    describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
     describe_gauge!(WATCHERS, "long-polls waiting");
 }

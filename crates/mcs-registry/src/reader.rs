@@ -42,14 +42,7 @@ impl Reader {
         registrar: Arc<Registrar>,
         config: ReaderConfig,
     ) -> Self {
-        Self {
-            store,
-            view,
-            registrar,
-            config,
-            watermark_ms: 0,
-            last_full: None,
-        }
+        Self { store, view, registrar, config, watermark_ms: 0, last_full: None }
     }
 
     /// Polls until `shutdown` turns true, waking early for lease deadlines so
@@ -79,9 +72,7 @@ impl Reader {
     /// One poll: a full read when none has succeeded yet or one is due,
     /// else a delta read from the watermark minus the lookback.
     pub async fn poll_once(&mut self) {
-        let full = self
-            .last_full
-            .is_none_or(|t| t.elapsed() >= self.config.full_resync_interval);
+        let full = self.last_full.is_none_or(|t| t.elapsed() >= self.config.full_resync_interval);
         let mode = if full { "full" } else { "delta" };
         let started = Instant::now();
         let read_started_ms = self.view.clock().now_ms();

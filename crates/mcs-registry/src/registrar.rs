@@ -80,22 +80,12 @@ impl Registrar {
         timeout: Duration,
     ) -> Self {
         let clock = view.clock().clone();
-        Self {
-            store,
-            view,
-            clock,
-            hlc: Mutex::new(Hlc::new()),
-            writer_id,
-            lease,
-            timeout,
-        }
+        Self { store, view, clock, hlc: Mutex::new(Hlc::new()), writer_id, lease, timeout }
     }
 
     /// The lease granted for a request that asked for `requested`.
     pub fn grant(&self, requested: Option<Lease>) -> LeasePolicy {
-        requested
-            .and_then(|l| LeasePolicy::from_lease(l).ok())
-            .unwrap_or(self.lease)
+        requested.and_then(|l| LeasePolicy::from_lease(l).ok()).unwrap_or(self.lease)
     }
 
     /// Writes `intent`; returns the record stored.
@@ -161,9 +151,8 @@ impl Registrar {
                 true
             }
             _ => {
-                record.version = self
-                    .unchanged_version(&record)
-                    .unwrap_or_else(|| self.next_version(now));
+                record.version =
+                    self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
                 false
             }
         };
@@ -207,10 +196,7 @@ impl Registrar {
     }
 
     fn observe(&self, generation: u64) {
-        self.hlc
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .observe(generation);
+        self.hlc.lock().unwrap_or_else(|p| p.into_inner()).observe(generation);
     }
 
     /// Folds every generation of a read into the HLC (DESIGN §3: `seen`).

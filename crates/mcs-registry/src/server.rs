@@ -64,11 +64,7 @@ impl Registry {
             max_body_bytes: settings.max_body_bytes,
             shutdown: shutdown_rx,
         });
-        Self {
-            state,
-            reader,
-            shutdown,
-        }
+        Self { state, reader, shutdown }
     }
 }
 
@@ -98,12 +94,8 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     );
     let stop = registry.state.shutdown.clone();
     let reader = tokio::spawn(registry.reader.run(stop.clone()));
-    let api_task = tokio::spawn(serve(
-        api,
-        router(registry.state.clone()),
-        settings.clone(),
-        stop.clone(),
-    ));
+    let api_task =
+        tokio::spawn(serve(api, router(registry.state.clone()), settings.clone(), stop.clone()));
     let admin_task = tokio::spawn(serve(
         admin,
         admin_router(registry.state.clone(), metrics),
@@ -129,10 +121,7 @@ pub async fn serve(
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.idle_timeout)
-        .keep_alive(true);
+    builder.timer(TokioTimer::new()).header_read_timeout(settings.idle_timeout).keep_alive(true);
     loop {
         tokio::select! {
             accepted = listener.accept() => {

@@ -19,6 +19,15 @@ fn pool(dgd: &str) -> Value {
     })
 }
 
+fn pool_names(list: &Value) -> Vec<&str> {
+    list["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pool_key"]["dgd_name"].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_expire_unless_renewed() {
     let registry = RegistryProcess::start(&[
@@ -36,22 +45,11 @@ async fn pools_expire_unless_renewed() {
     let api = registry.api_url();
 
     for dgd in ["kept", "dropped"] {
-        let reply = http
-            .post(format!("{api}/v1/pools"))
-            .json(&pool(dgd))
-            .send()
-            .await
-            .unwrap();
+        let reply = http.post(format!("{api}/v1/pools")).json(&pool(dgd)).send().await.unwrap();
         assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
     }
-    let list: Value = http
-        .get(format!("{api}/v1/pools"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value =
+        http.get(format!("{api}/v1/pools")).send().await.unwrap().json().await.unwrap();
     assert_eq!(list["pools"].as_array().unwrap().len(), 2);
     assert_eq!(list["complete"], json!(true));
     let fingerprint = list["fingerprint"].as_str().unwrap().to_owned();
@@ -63,12 +61,7 @@ async fn pools_expire_unless_renewed() {
         let etag = format!("\"{fingerprint}\"");
         tokio::spawn(async move {
             let started = Instant::now();
-            let reply = http
-                .get(url)
-                .header("if-none-match", etag)
-                .send()
-                .await
-                .unwrap();
+            let reply = http.get(url).header("if-none-match", etag).send().await.unwrap();
             let status = reply.status();
             let body: Value = reply.json().await.unwrap();
             (status, body, started.elapsed())
@@ -79,44 +72,18 @@ async fn pools_expire_unless_renewed() {
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(3_500) {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let reply = http
-            .post(format!("{api}/v1/pools"))
-            .json(&pool("kept"))
-            .send()
-            .await
-            .unwrap();
+        let reply = http.post(format!("{api}/v1/pools")).json(&pool("kept")).send().await.unwrap();
         assert_eq!(reply.status(), 200);
     }
 
     let (status, body, waited) = watcher.await.unwrap();
     assert_eq!(status, 200, "the watcher is woken by the expiry");
-    assert!(
-        waited >= Duration::from_millis(1_500),
-        "not before the lease ended: {waited:?}"
-    );
-    let names: Vec<&str> = body["pools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pool_key"]["dgd_name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, vec!["kept"]);
+    assert!(waited >= Duration::from_millis(1_500), "not before the lease ended: {waited:?}");
+    assert_eq!(pool_names(&body), vec!["kept"]);
 
-    let list: Value = http
-        .get(format!("{api}/v1/pools"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let names: Vec<&str> = list["pools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pool_key"]["dgd_name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, vec!["kept"], "only the renewed pool remains");
+    let list: Value =
+        http.get(format!("{api}/v1/pools")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(pool_names(&list), vec!["kept"], "only the renewed pool remains");
 
     let metrics = http
         .get(format!("{}/metrics", registry.admin_url()))
@@ -126,10 +93,7 @@ async fn pools_expire_unless_renewed() {
         .text()
         .await
         .unwrap();
-    assert!(
-        metrics.contains("mcs_view_lease_expiries_total{kind=\"pool\"} 1"),
-        "{metrics}"
-    );
+    assert!(metrics.contains("mcs_view_lease_expiries_total{kind=\"pool\"} 1"), "{metrics}");
     assert!(
         metrics.contains(
             "mcs_http_requests_total{route=\"/v1/pools\",method=\"POST\",status=\"200\"}"
@@ -144,12 +108,7 @@ async fn pools_expire_unless_renewed() {
 async fn inconsistent_flags_exit_with_code_2() {
     for args in [
         &["--lease-duration-secs", "90000"][..],
-        &[
-            "--heartbeat-interval-secs",
-            "30",
-            "--lease-duration-secs",
-            "30",
-        ][..],
+        &["--heartbeat-interval-secs", "30", "--lease-duration-secs", "30"][..],
         &["--table", "t"][..],
     ] {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcs-registry"))

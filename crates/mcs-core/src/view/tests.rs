@@ -20,19 +20,13 @@ fn a_pool_is_served_until_its_lease_plus_skew() {
     let mut v = View::new(SKEW);
     assert!(v.apply(mk_pool("a", 1, "r", None, Some(10_000)), 1_000));
     assert_eq!(v.pools().len(), 1);
-    assert!(
-        v.advance(10_000 + SKEW - 1).is_empty(),
-        "still inside the skew allowance"
-    );
+    assert!(v.advance(10_000 + SKEW - 1).is_empty(), "still inside the skew allowance");
     assert_eq!(v.pools().len(), 1);
     let expired = v.advance(10_000 + SKEW);
     assert_eq!(expired.len(), 1);
     assert!(v.pools().is_empty());
     assert_eq!(v.live_leases(), 0);
-    assert!(
-        v.record(&expired[0]).is_some(),
-        "expired records are kept to refuse older writes"
-    );
+    assert!(v.record(&expired[0]).is_some(), "expired records are kept to refuse older writes");
 }
 
 #[test]
@@ -75,10 +69,7 @@ fn a_withdrawal_stays_withdrawn() {
     v.apply(mk_pool("a", 5, "r", None, Some(10_000)), 1_000);
     assert!(v.apply(mk_tombstone("a", 6, "r"), 1_000));
     assert!(v.pools().is_empty());
-    assert!(
-        !v.apply(mk_pool("a", 5, "z", None, Some(10_000)), 1_000),
-        "late older write"
-    );
+    assert!(!v.apply(mk_pool("a", 5, "z", None, Some(10_000)), 1_000), "late older write");
     assert!(v.pools().is_empty());
     assert!(
         v.apply(mk_pool("a", 7, "r", None, Some(10_000)), 1_000),
@@ -128,10 +119,7 @@ fn exports_live_only_while_their_cluster_does() {
     renewed.changed_at_ms = 20_000;
     v.apply(renewed, 20_000);
     assert_eq!(v.exports().len(), 1, "a new lease brings the exports back");
-    v.apply(
-        mk_export("east", "web", 3, mk_export_spec(1, vec![])).tap_tombstone(),
-        20_000,
-    );
+    v.apply(mk_export("east", "web", 3, mk_export_spec(1, vec![])).tap_tombstone(), 20_000);
     assert!(v.exports().is_empty());
     assert!(v.imports().is_empty());
 }
@@ -151,20 +139,11 @@ fn conflicts_are_reported_on_every_export_of_the_service() {
     let mut v = View::new(SKEW);
     v.apply(mk_cluster("east", 1, "i1", 10_000), 0);
     v.apply(mk_cluster("west", 1, "i1", 10_000), 0);
-    v.apply(
-        mk_export("east", "web", 2, mk_export_spec(1, vec![port("http", 80)])),
-        0,
-    );
-    v.apply(
-        mk_export("west", "web", 2, mk_export_spec(2, vec![port("http", 81)])),
-        0,
-    );
+    v.apply(mk_export("east", "web", 2, mk_export_spec(1, vec![port("http", 80)])), 0);
+    v.apply(mk_export("west", "web", 2, mk_export_spec(2, vec![port("http", 81)])), 0);
     for cluster in ["east", "west"] {
-        let key = ExportKey {
-            cluster_id: label(cluster),
-            namespace: label("llm"),
-            name: label("web"),
-        };
+        let key =
+            ExportKey { cluster_id: label(cluster), namespace: label("llm"), name: label("web") };
         let conflict = v
             .export_conditions(&key)
             .unwrap()
@@ -184,11 +163,8 @@ fn conflicts_are_reported_on_every_export_of_the_service() {
     west.changed_at_ms = 5;
     v.apply(west, 5);
     v.advance(10_000 + SKEW);
-    let west_key = ExportKey {
-        cluster_id: label("west"),
-        namespace: label("llm"),
-        name: label("web"),
-    };
+    let west_key =
+        ExportKey { cluster_id: label("west"), namespace: label("llm"), name: label("web") };
     let conflict = v
         .export_conditions(&west_key)
         .unwrap()
@@ -211,18 +187,9 @@ fn a_full_read_drops_what_storage_no_longer_holds() {
     }
     let missed = mk_pool("d", 1, "r", None, Some(90_000));
     let result = v.replace_all(vec![kept.clone(), missed], 1_500, 2_000);
-    assert_eq!(
-        result,
-        Resync {
-            applied: 1,
-            dropped: 1
-        }
-    );
+    assert_eq!(result, Resync { applied: 1, dropped: 1 });
     assert!(v.record(&deleted.key).is_none());
-    assert!(
-        v.record(&fresh.key).is_some(),
-        "written after the read began: kept"
-    );
+    assert!(v.record(&fresh.key).is_some(), "written after the read began: kept");
     assert_eq!(v.pools().len(), 3);
 }
 
@@ -278,11 +245,7 @@ fn incremental_fingerprints_match_a_view_rebuilt_from_scratch() {
             rebuilt.apply(r, now);
         }
         assert_eq!(fingerprints(&v), fingerprints(&rebuilt), "seed {seed}");
-        assert_eq!(
-            v.pools().fingerprint(),
-            v.pools().fingerprint_from_scratch(),
-            "seed {seed}"
-        );
+        assert_eq!(v.pools().fingerprint(), v.pools().fingerprint_from_scratch(), "seed {seed}");
         assert_eq!(
             v.exports().fingerprint(),
             v.exports().fingerprint_from_scratch(),

@@ -58,18 +58,16 @@ impl IntoResponse for ApiError {
                 body.field = Some(field);
                 (StatusCode::UNPROCESSABLE_ENTITY, body)
             }
-            ApiError::NotFound(what) => (
-                StatusCode::NOT_FOUND,
-                ErrorBody::new(ErrorCode::NotFound, what),
-            ),
+            ApiError::NotFound(what) => {
+                (StatusCode::NOT_FOUND, ErrorBody::new(ErrorCode::NotFound, what))
+            }
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 ErrorBody::new(ErrorCode::Malformed, "method not allowed on this path"),
             ),
-            ApiError::TooLarge(message) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorBody::new(ErrorCode::PayloadTooLarge, message),
-            ),
+            ApiError::TooLarge(message) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorBody::new(ErrorCode::PayloadTooLarge, message))
+            }
             ApiError::Write(WriteError::Stale { stored }) => {
                 let mut body = ErrorBody::new(
                     ErrorCode::StaleGeneration,
@@ -106,9 +104,7 @@ fn store_error(error: StoreError) -> Response {
         tracing::warn!(%error, "storage unavailable");
         let body = ErrorBody::new(ErrorCode::Unavailable, "storage unavailable; retry later");
         let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         return response;
     }
     tracing::error!(%error, "storage error");

@@ -22,18 +22,12 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for ValidJso
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge("request body is over the size limit".into())
             } else {
-                ApiError::Malformed {
-                    field: None,
-                    message: rejection.body_text(),
-                }
+                ApiError::Malformed { field: None, message: rejection.body_text() }
             }
         })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value: T = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
-        de.end().map_err(|e| ApiError::Malformed {
-            field: None,
-            message: e.to_string(),
-        })?;
+        de.end().map_err(|e| ApiError::Malformed { field: None, message: e.to_string() })?;
         value.validate()?;
         Ok(ValidJson(value))
     }
@@ -58,9 +52,7 @@ fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError 
 /// The failing field's path; for a missing field, the path of the field
 /// itself rather than of its parent.
 fn field_name(path: &str, message: &str) -> String {
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next());
+    let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
     match (path, missing) {
         (".", Some(field)) => field.to_owned(),
         (parent, Some(field)) => format!("{parent}.{field}"),
@@ -103,18 +95,9 @@ mod tests {
     #[test]
     fn field_names() {
         assert_eq!(field_name(".", "missing field `model`"), "model");
-        assert_eq!(
-            field_name("pool_key", "missing field `dgd_name`"),
-            "pool_key.dgd_name"
-        );
-        assert_eq!(
-            field_name("capacity.workers", "invalid value"),
-            "capacity.workers"
-        );
+        assert_eq!(field_name("pool_key", "missing field `dgd_name`"), "pool_key.dgd_name");
+        assert_eq!(field_name("capacity.workers", "invalid value"), "capacity.workers");
         assert_eq!(field_name(".", "invalid type: string"), "body");
-        assert_eq!(
-            strip_position("must not be blank at line 1 column 9"),
-            "must not be blank"
-        );
+        assert_eq!(strip_position("must not be blank at line 1 column 9"), "must not be blank");
     }
 }

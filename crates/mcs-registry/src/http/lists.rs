@@ -66,18 +66,13 @@ async fn list(
     // wait is not missed.
     let mut changes = state.view.subscribe();
     let mut shutdown = state.shutdown.clone();
-    let timeout = query
-        .timeout_secs
-        .map_or(DEFAULT_WATCH, Duration::from_secs)
-        .min(state.max_watch);
+    let timeout =
+        query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
     let deadline = tokio::time::Instant::now() + timeout;
     let _watching = query.watch.then(WatchGuard::new);
     loop {
         let rendered = state.view.render(section);
-        if !known
-            .iter()
-            .any(|etag| etag == "*" || *etag == rendered.fingerprint)
-        {
+        if !known.iter().any(|etag| etag == "*" || *etag == rendered.fingerprint) {
             return ok(&rendered);
         }
         if !query.watch {
@@ -118,10 +113,7 @@ fn ok(rendered: &Rendered) -> Response {
         StatusCode::OK,
         [
             (header::ETAG, etag(rendered)),
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         ],
         rendered.body.clone(),
@@ -156,10 +148,7 @@ mod tests {
     #[test]
     fn if_none_match_parsing() {
         let mut headers = HeaderMap::new();
-        headers.insert(
-            header::IF_NONE_MATCH,
-            HeaderValue::from_static("\"a\", W/\"b\" ,*"),
-        );
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"a\", W/\"b\" ,*"));
         assert_eq!(if_none_match(&headers), vec!["a", "b", "*"]);
         assert!(if_none_match(&HeaderMap::new()).is_empty());
     }

@@ -43,18 +43,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.max_body_bytes;
     Router::new()
         .route("/v1/pools", post(writes::register_pool).get(lists::pools))
-        .route(
-            "/v1/pools/{pool_id}",
-            axum::routing::delete(writes::withdraw_pool),
-        )
-        .route(
-            "/v1/routers",
-            post(writes::register_router).get(lists::routers),
-        )
-        .route(
-            "/v1/routers/{router_id}",
-            axum::routing::delete(writes::withdraw_router),
-        )
+        .route("/v1/pools/{pool_id}", axum::routing::delete(writes::withdraw_pool))
+        .route("/v1/routers", post(writes::register_router).get(lists::routers))
+        .route("/v1/routers/{router_id}", axum::routing::delete(writes::withdraw_router))
         .route("/v1/clusters", get(lists::clusters))
         .route(
             "/v1/clusters/{cluster_id}",

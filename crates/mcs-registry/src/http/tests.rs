@@ -53,11 +53,7 @@ fn unready_harness() -> Harness {
     let clock = Arc::new(ManualClock::new(T0));
     let store = Arc::new(MemoryStore::new());
     let registry = Registry::new(store.clone(), clock.clone(), &settings);
-    Harness {
-        registry,
-        clock,
-        store,
-    }
+    Harness { registry, clock, store }
 }
 
 impl Harness {
@@ -72,28 +68,14 @@ impl Harness {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request
-            .body(body.map_or_else(Body::empty, Body::from))
-            .unwrap();
-        let response = router(self.registry.state.clone())
-            .oneshot(request)
-            .await
-            .unwrap();
+        let request = request.body(body.map_or_else(Body::empty, Body::from)).unwrap();
+        let response = router(self.registry.state.clone()).oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let body =
+            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        Reply { status, headers, body }
     }
 
     async fn get(&self, uri: &str) -> Reply {
@@ -145,63 +127,40 @@ async fn register_list_and_withdraw_a_pool() {
     let reply = h.send(Method::POST, "/v1/pools", pool("llama")).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let pool_id = reply.body["pool_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        reply.body["lease"],
-        json!({"duration_secs": 30, "heartbeat_interval_secs": 10})
-    );
+    assert_eq!(reply.body["lease"], json!({"duration_secs": 30, "heartbeat_interval_secs": 10}));
     assert!(reply.body["generation"].as_u64().unwrap() >= T0 << 16);
 
     // Read-your-writes: no reader poll in between.
     let list = h.get("/v1/pools").await;
     assert_eq!(list.status, StatusCode::OK);
     assert_eq!(list.body["pools"][0]["pool_id"], json!(pool_id));
-    assert_eq!(
-        list.body["pools"][0]["model"],
-        json!("meta-llama/Llama-3.1-8B")
-    );
+    assert_eq!(list.body["pools"][0]["model"], json!("meta-llama/Llama-3.1-8B"));
     assert_eq!(list.body["complete"], json!(true));
     let etag = list.headers["etag"].to_str().unwrap().to_owned();
     assert_eq!(etag, format!("\"{}\"", fingerprint(&list)));
 
-    let deleted = h
-        .call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[])
-        .await;
+    let deleted = h.call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[]).await;
     assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
     assert!(
         deleted.body["generation"].as_u64().unwrap() > reply.body["generation"].as_u64().unwrap()
     );
     assert_eq!(h.get("/v1/pools").await.body["pools"], json!([]));
-    let again = h
-        .call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[])
-        .await;
-    assert_eq!(
-        again.status,
-        StatusCode::OK,
-        "withdrawing twice is idempotent"
-    );
+    let again = h.call(Method::DELETE, &format!("/v1/pools/{pool_id}"), None, &[]).await;
+    assert_eq!(again.status, StatusCode::OK, "withdrawing twice is idempotent");
     assert_eq!(again.body["generation"], deleted.body["generation"]);
 }
 
 #[tokio::test]
 async fn unversioned_aliases_serve_the_same_lists() {
     let h = harness().await;
-    assert_eq!(
-        h.send(Method::POST, "/pools", pool("a")).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(h.send(Method::POST, "/pools", pool("a")).await.status, StatusCode::OK);
     let v1 = h.get("/v1/pools").await;
     let alias = h.get("/pools").await;
     assert_eq!(alias.body, v1.body);
     assert_eq!(alias.body["pools"].as_array().unwrap().len(), 1);
     let reg = json!({"router_id": "gr-0", "address": "10.0.0.9:8080"});
-    assert_eq!(
-        h.send(Method::POST, "/v1/routers", reg).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        h.get("/routers").await.body,
-        h.get("/v1/routers").await.body
-    );
+    assert_eq!(h.send(Method::POST, "/v1/routers", reg).await.status, StatusCode::OK);
+    assert_eq!(h.get("/routers").await.body, h.get("/v1/routers").await.body);
     assert_eq!(h.get("/healthz").await.body["status"], json!("ok"));
 }
 
@@ -212,43 +171,19 @@ async fn routers_register_list_and_withdraw() {
                      "lease": {"duration_secs": 60, "heartbeat_interval_secs": 20}});
     let reply = h.send(Method::POST, "/v1/routers", reg).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    assert_eq!(
-        reply.body["lease"]["duration_secs"],
-        json!(60),
-        "the lease asked for is granted"
-    );
+    assert_eq!(reply.body["lease"]["duration_secs"], json!(60), "the lease asked for is granted");
     let list = h.get("/v1/routers").await;
     assert_eq!(list.body["routers"][0]["address"], json!("10.0.0.9:8080"));
-    let other = h
-        .call(
-            Method::DELETE,
-            "/v1/routers/gr-0.us-east-1?incarnation=r2",
-            None,
-            &[],
-        )
-        .await;
-    assert_eq!(
-        other.status,
-        StatusCode::CONFLICT,
-        "another incarnation may not withdraw it"
-    );
+    let other =
+        h.call(Method::DELETE, "/v1/routers/gr-0.us-east-1?incarnation=r2", None, &[]).await;
+    assert_eq!(other.status, StatusCode::CONFLICT, "another incarnation may not withdraw it");
     h.clock.advance(60_000 + SKEW - 1);
     assert_eq!(
-        h.get("/v1/routers").await.body["routers"]
-            .as_array()
-            .unwrap()
-            .len(),
+        h.get("/v1/routers").await.body["routers"].as_array().unwrap().len(),
         1,
         "60 s lease"
     );
-    let mine = h
-        .call(
-            Method::DELETE,
-            "/v1/routers/gr-0.us-east-1?incarnation=r1",
-            None,
-            &[],
-        )
-        .await;
+    let mine = h.call(Method::DELETE, "/v1/routers/gr-0.us-east-1?incarnation=r1", None, &[]).await;
     assert_eq!(mine.status, StatusCode::OK, "{}", mine.body);
     assert_eq!(h.get("/v1/routers").await.body["routers"], json!([]));
 }
@@ -257,22 +192,11 @@ async fn routers_register_list_and_withdraw() {
 async fn clusters_exports_and_imports() {
     let h = harness().await;
     let early = h
-        .send(
-            Method::PUT,
-            "/v1/clusters/east/exports/llm/web",
-            export("2026-12-01T00:00:00Z", 80),
-        )
+        .send(Method::PUT, "/v1/clusters/east/exports/llm/web", export("2026-12-01T00:00:00Z", 80))
         .await;
     assert_eq!(early.status, StatusCode::OK, "{}", early.body);
-    assert_eq!(
-        early.body["conditions"][1]["reason"],
-        json!("NoClusterLease")
-    );
-    assert_eq!(
-        h.get("/v1/imports").await.body["imports"],
-        json!([]),
-        "no cluster lease yet"
-    );
+    assert_eq!(early.body["conditions"][1]["reason"], json!("NoClusterLease"));
+    assert_eq!(h.get("/v1/imports").await.body["imports"], json!([]), "no cluster lease yet");
 
     for cluster in ["east", "west"] {
         let reply = h
@@ -285,13 +209,7 @@ async fn clusters_exports_and_imports() {
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         assert_eq!(reply.body["generation"], json!(17));
     }
-    assert_eq!(
-        h.get("/v1/clusters").await.body["clusters"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(h.get("/v1/clusters").await.body["clusters"].as_array().unwrap().len(), 2);
     let west = h
         .send(
             Method::PUT,
@@ -302,21 +220,13 @@ async fn clusters_exports_and_imports() {
     assert_eq!(west.status, StatusCode::OK);
     let conflict = &west.body["conditions"][2];
     assert_eq!(
-        (
-            conflict["type"].as_str(),
-            conflict["status"].as_str(),
-            conflict["reason"].as_str()
-        ),
+        (conflict["type"].as_str(), conflict["status"].as_str(), conflict["reason"].as_str()),
         (Some("Conflict"), Some("True"), Some("PortConflict"))
     );
 
     let imports = h.get("/v1/imports").await;
     let import = &imports.body["imports"][0];
-    assert_eq!(
-        import["ports"][0]["port"],
-        json!(80),
-        "the oldest export's port wins"
-    );
+    assert_eq!(import["ports"][0]["port"], json!(80), "the oldest export's port wins");
     assert_eq!(import["clusters"].as_array().unwrap().len(), 2);
     let exports = h.get("/v1/exports").await;
     for e in exports.body["exports"].as_array().unwrap() {
@@ -327,14 +237,7 @@ async fn clusters_exports_and_imports() {
         );
     }
 
-    let gone = h
-        .call(
-            Method::DELETE,
-            "/v1/clusters/east/exports/llm/web",
-            None,
-            &[],
-        )
-        .await;
+    let gone = h.call(Method::DELETE, "/v1/clusters/east/exports/llm/web", None, &[]).await;
     assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
     let imports = h.get("/v1/imports").await;
     assert_eq!(imports.body["imports"][0]["ports"][0]["port"], json!(8080));
@@ -344,12 +247,7 @@ async fn clusters_exports_and_imports() {
     );
 
     let left = h
-        .call(
-            Method::DELETE,
-            "/v1/clusters/west?incarnation=west-1&generation=18",
-            None,
-            &[],
-        )
+        .call(Method::DELETE, "/v1/clusters/west?incarnation=west-1&generation=18", None, &[])
         .await;
     assert_eq!(left.status, StatusCode::OK, "{}", left.body);
     assert_eq!(
@@ -364,28 +262,14 @@ async fn clusters_exports_and_imports() {
 async fn a_cluster_body_must_match_its_path() {
     let h = harness().await;
     let reply = h
-        .send(
-            Method::PUT,
-            "/v1/clusters/east",
-            json!({"cluster_id": "west", "incarnation": "i"}),
-        )
+        .send(Method::PUT, "/v1/clusters/east", json!({"cluster_id": "west", "incarnation": "i"}))
         .await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(reply.body["field"], json!("cluster_id"));
-    let reply = h
-        .send(
-            Method::PUT,
-            "/v1/clusters/East",
-            json!({"incarnation": "i"}),
-        )
-        .await;
+    let reply = h.send(Method::PUT, "/v1/clusters/East", json!({"incarnation": "i"})).await;
     assert_eq!(reply.body["field"], json!("cluster_id"));
     let reply = h
-        .send(
-            Method::PUT,
-            "/v1/clusters/east/exports/LLM/web",
-            export("2026-12-01T00:00:00Z", 80),
-        )
+        .send(Method::PUT, "/v1/clusters/east/exports/LLM/web", export("2026-12-01T00:00:00Z", 80))
         .await;
     assert_eq!(
         (reply.status, reply.body["field"].as_str()),
@@ -398,15 +282,8 @@ async fn a_cluster_body_must_match_its_path() {
 async fn ownership_blocks_other_incarnations_until_the_lease_expires() {
     let h = harness().await;
     let by_x = with(pool("a"), "incarnation", json!("x"));
-    assert_eq!(
-        h.send(Method::POST, "/v1/pools", by_x).await.status,
-        StatusCode::OK
-    );
-    let by_y = with(
-        with(pool("a"), "incarnation", json!("y")),
-        "model",
-        json!("other"),
-    );
+    assert_eq!(h.send(Method::POST, "/v1/pools", by_x).await.status, StatusCode::OK);
+    let by_y = with(with(pool("a"), "incarnation", json!("y")), "model", json!("other"));
     let refused = h.send(Method::POST, "/v1/pools", by_y.clone()).await;
     assert_eq!(refused.status, StatusCode::CONFLICT);
     assert_eq!(refused.body["error"], json!("owned"));
@@ -420,10 +297,7 @@ async fn ownership_blocks_other_incarnations_until_the_lease_expires() {
     h.clock.advance(30_000);
     let taken = h.send(Method::POST, "/v1/pools", by_y).await;
     assert_eq!(taken.status, StatusCode::OK, "{}", taken.body);
-    assert_eq!(
-        h.get("/v1/pools").await.body["pools"][0]["model"],
-        json!("other")
-    );
+    assert_eq!(h.get("/v1/pools").await.body["pools"][0]["model"], json!("other"));
 }
 
 #[tokio::test]
@@ -440,20 +314,10 @@ async fn heartbeats_and_repeats_keep_the_fingerprint() {
     assert_eq!(fingerprint(&h.get("/v1/pools").await), fp);
     // The heartbeat moved the lease: still served past the first lease's end.
     h.clock.advance(25_000);
-    assert_eq!(
-        h.get("/v1/pools").await.body["pools"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(h.get("/v1/pools").await.body["pools"].as_array().unwrap().len(), 1);
     h.clock.advance(5_000 + SKEW);
     let expired = h.get("/v1/pools").await;
-    assert_eq!(
-        expired.body["pools"],
-        json!([]),
-        "expired after lease plus skew"
-    );
+    assert_eq!(expired.body["pools"], json!([]), "expired after lease plus skew");
     assert_ne!(fingerprint(&expired), fp);
 
     // The same content in a fresh registry gives the same fingerprint.
@@ -465,43 +329,20 @@ async fn heartbeats_and_repeats_keep_the_fingerprint() {
 #[tokio::test]
 async fn after_a_withdrawal_an_older_generation_is_refused() {
     let h = harness().await;
-    let reg = with(
-        with(pool("a"), "incarnation", json!("x")),
-        "generation",
-        json!(5),
-    );
-    assert_eq!(
-        h.send(Method::POST, "/v1/pools", reg).await.status,
-        StatusCode::OK
-    );
-    let pool_id = h.get("/v1/pools").await.body["pools"][0]["pool_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let reg = with(with(pool("a"), "incarnation", json!("x")), "generation", json!(5));
+    assert_eq!(h.send(Method::POST, "/v1/pools", reg).await.status, StatusCode::OK);
+    let pool_id = h.get("/v1/pools").await.body["pools"][0]["pool_id"].as_str().unwrap().to_owned();
     let gone = h
-        .call(
-            Method::DELETE,
-            &format!("/v1/pools/{pool_id}?incarnation=x&generation=6"),
-            None,
-            &[],
-        )
+        .call(Method::DELETE, &format!("/v1/pools/{pool_id}?incarnation=x&generation=6"), None, &[])
         .await;
     assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
     assert_eq!(gone.body["generation"], json!(6));
-    let late = with(
-        with(pool("a"), "incarnation", json!("x")),
-        "generation",
-        json!(5),
-    );
+    let late = with(with(pool("a"), "incarnation", json!("x")), "generation", json!(5));
     let refused = h.send(Method::POST, "/v1/pools", late).await;
     assert_eq!(refused.status, StatusCode::CONFLICT);
     assert_eq!(refused.body["error"], json!("stale_generation"));
     assert_eq!(refused.body["stored_generation"], json!(6));
-    assert_eq!(
-        h.get("/v1/pools").await.body["pools"],
-        json!([]),
-        "stays withdrawn"
-    );
+    assert_eq!(h.get("/v1/pools").await.body["pools"], json!([]), "stays withdrawn");
 }
 
 #[tokio::test]
@@ -511,11 +352,7 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
         (Some("{\"pool_key\":".into()), StatusCode::BAD_REQUEST, None),
         (Some("not json".into()), StatusCode::BAD_REQUEST, None),
         (Some(String::new()), StatusCode::BAD_REQUEST, None),
-        (
-            Some(format!("{} trailing", pool("a"))),
-            StatusCode::BAD_REQUEST,
-            None,
-        ),
+        (Some(format!("{} trailing", pool("a"))), StatusCode::BAD_REQUEST, None),
         (
             Some(with(pool("a"), "model", json!("  ")).to_string()),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -598,12 +435,7 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
         ),
     ];
     for (body, status, field) in cases {
-        let shown = body
-            .clone()
-            .unwrap_or_default()
-            .chars()
-            .take(80)
-            .collect::<String>();
+        let shown = body.clone().unwrap_or_default().chars().take(80).collect::<String>();
         let reply = h.call(Method::POST, "/v1/pools", body, &[]).await;
         assert_eq!(reply.status, status, "{shown}: {}", reply.body);
         if let Some(field) = field {
@@ -611,9 +443,7 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
             assert_eq!(reply.body["error"], json!("invalid_argument"));
         }
         assert!(
-            reply.body["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
+            reply.body["message"].as_str().is_some_and(|m| !m.is_empty()),
             "{shown}: a message"
         );
     }
@@ -624,14 +454,7 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
 #[tokio::test]
 async fn unknown_routes_records_and_methods() {
     let h = harness().await;
-    let missing = h
-        .call(
-            Method::DELETE,
-            &format!("/v1/pools/{}", "0".repeat(32)),
-            None,
-            &[],
-        )
-        .await;
+    let missing = h.call(Method::DELETE, &format!("/v1/pools/{}", "0".repeat(32)), None, &[]).await;
     assert_eq!(
         (missing.status, missing.body["error"].as_str()),
         (StatusCode::NOT_FOUND, Some("not_found"))
@@ -651,12 +474,7 @@ async fn unknown_routes_records_and_methods() {
         (StatusCode::UNPROCESSABLE_ENTITY, Some("watch"))
     );
     let bad_delete = h
-        .call(
-            Method::DELETE,
-            &format!("/v1/pools/{}?generation=4", "0".repeat(32)),
-            None,
-            &[],
-        )
+        .call(Method::DELETE, &format!("/v1/pools/{}?generation=4", "0".repeat(32)), None, &[])
         .await;
     assert_eq!(bad_delete.body["field"], json!("incarnation"));
 }
@@ -679,19 +497,13 @@ async fn storage_outage_answers_503_and_recovers() {
     h.store.set_unavailable(false);
     h.registry.reader.poll_once().await;
     assert_eq!(h.get("/v1/pools").await.body["complete"], json!(true));
-    assert_eq!(
-        h.send(Method::POST, "/v1/pools", pool("b")).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(h.send(Method::POST, "/v1/pools", pool("b")).await.status, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn readiness_waits_for_the_first_full_read() {
     let mut h = unready_harness();
-    assert_eq!(
-        h.get("/readyz").await.status,
-        StatusCode::SERVICE_UNAVAILABLE
-    );
+    assert_eq!(h.get("/readyz").await.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(h.get("/v1/pools").await.body["complete"], json!(false));
     h.registry.reader.poll_once().await;
     assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
@@ -703,21 +515,14 @@ async fn etags_and_long_polls() {
     let h = harness().await;
     let list = h.get("/v1/pools").await;
     let etag = list.headers["etag"].to_str().unwrap().to_owned();
-    let cached = h
-        .call(Method::GET, "/v1/pools", None, &[("if-none-match", &etag)])
-        .await;
+    let cached = h.call(Method::GET, "/v1/pools", None, &[("if-none-match", &etag)]).await;
     assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
     assert_eq!(cached.headers["etag"].to_str().unwrap(), etag);
 
     // A watch with nothing changing ends with 304 at its timeout.
     let started = std::time::Instant::now();
     let idle = h
-        .call(
-            Method::GET,
-            "/v1/pools?watch=true&timeout_secs=1",
-            None,
-            &[("if-none-match", &etag)],
-        )
+        .call(Method::GET, "/v1/pools?watch=true&timeout_secs=1", None, &[("if-none-match", &etag)])
         .await;
     assert_eq!(idle.status, StatusCode::NOT_MODIFIED);
     assert!(started.elapsed() >= std::time::Duration::from_millis(900));
@@ -726,9 +531,7 @@ async fn etags_and_long_polls() {
     let state = h.registry.state.clone();
     let writer = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let request = Request::post("/v1/pools")
-            .body(Body::from(pool("w").to_string()))
-            .unwrap();
+        let request = Request::post("/v1/pools").body(Body::from(pool("w").to_string())).unwrap();
         router(state).oneshot(request).await.unwrap().status()
     });
     let woken = h

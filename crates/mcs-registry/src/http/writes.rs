@@ -30,9 +30,7 @@ pub(super) async fn register_pool(
     let record = state
         .registrar
         .write(Intent {
-            key: Key::Pool {
-                pool_id: pool_id.clone(),
-            },
+            key: Key::Pool { pool_id: pool_id.clone() },
             body: Body::Pool(pool),
             incarnation: reg.incarnation,
             generation: reg.generation,
@@ -55,9 +53,7 @@ pub(super) async fn register_router(
     let record = state
         .registrar
         .write(Intent {
-            key: Key::Router {
-                router_id: router_id.clone(),
-            },
+            key: Key::Router { router_id: router_id.clone() },
             body: Body::Router(reg.to_replica()),
             incarnation: reg.incarnation,
             generation: reg.generation,
@@ -127,10 +123,7 @@ pub(super) async fn put_export(
         .export_conditions(&key)
         .map(<[Condition]>::to_vec)
         .unwrap_or_else(|| unserved_export_conditions(&key));
-    Ok(Json(ExportAccepted {
-        generation: record.version.generation,
-        conditions,
-    }))
+    Ok(Json(ExportAccepted { generation: record.version.generation, conditions }))
 }
 
 /// Conditions of an export stored while its cluster holds no live lease.
@@ -155,13 +148,8 @@ fn unserved_export_conditions(key: &ExportKey) -> Vec<Condition> {
 }
 
 async fn withdraw(state: &AppState, key: Key, query: Withdrawal) -> AppResult<Withdrawn> {
-    let record = state
-        .registrar
-        .withdraw(key, query.incarnation, query.generation)
-        .await?;
-    Ok(Json(Withdrawn {
-        generation: record.version.generation,
-    }))
+    let record = state.registrar.withdraw(key, query.incarnation, query.generation).await?;
+    Ok(Json(Withdrawn { generation: record.version.generation }))
 }
 
 pub(super) async fn withdraw_pool(

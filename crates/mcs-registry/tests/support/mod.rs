@@ -52,11 +52,8 @@ impl RegistryProcess {
         .expect("mcs-registry listens within 20 s");
         // Keep draining its log so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let process = Self {
-            child,
-            api: format!("http://{api}"),
-            admin: format!("http://{admin}"),
-        };
+        let process =
+            Self { child, api: format!("http://{api}"), admin: format!("http://{admin}") };
         process.wait_ready().await;
         process
     }
@@ -87,9 +84,7 @@ impl RegistryProcess {
     /// Sends SIGTERM and waits for the exit code.
     pub async fn terminate(mut self) -> Option<i32> {
         let pid = self.child.id().expect("still running");
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
+        let status = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
         assert!(status.is_ok_and(|s| s.success()), "kill -TERM {pid}");
         let exit = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
