@@ -16,6 +16,8 @@ pub enum ErrorCode {
     StaleGeneration,
     /// `409`: another incarnation holds the record's live lease.
     Owned,
+    /// `408`: the request body did not arrive in time.
+    RequestTimeout,
     /// `413`: the body is over the size limit.
     PayloadTooLarge,
     /// `503`: storage is unavailable; retry after `Retry-After`.

@@ -90,7 +90,8 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Bound on a write's storage round trip before it answers 503.
+    /// Bound on reading a request body (408 past it) and on a write's
+    /// storage round trip (503 past it).
     #[arg(long, env = "MCS_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
     pub request_timeout_ms: u64,
 

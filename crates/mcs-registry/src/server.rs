@@ -62,6 +62,7 @@ impl Registry {
             registrar,
             max_watch: settings.max_watch,
             max_body_bytes: settings.max_body_bytes,
+            request_timeout: settings.request_timeout,
             shutdown: shutdown_rx,
         });
         Self { state, reader, shutdown }

@@ -30,6 +30,8 @@ pub enum ApiError {
     Write(WriteError),
     /// `413`.
     TooLarge(String),
+    /// `408`: the body did not arrive in time.
+    Timeout,
 }
 
 impl From<WriteError> for ApiError {
@@ -64,6 +66,13 @@ impl IntoResponse for ApiError {
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 ErrorBody::new(ErrorCode::Malformed, "method not allowed on this path"),
+            ),
+            ApiError::Timeout => (
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorBody::new(
+                    ErrorCode::RequestTimeout,
+                    "the request body did not arrive in time",
+                ),
             ),
             ApiError::TooLarge(message) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, ErrorBody::new(ErrorCode::PayloadTooLarge, message))

@@ -2,6 +2,7 @@
 //! field: malformed input is `400`, a broken rule `422`, a body over the
 //! limit `413`.
 
+use super::AppState;
 use super::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -9,16 +10,20 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use mcs_api::{FieldError, Validate};
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 /// A JSON body of `T`, parsed while validated.
 #[derive(Debug)]
 pub struct ValidJson<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for ValidJson<T> {
+impl<T: DeserializeOwned + Validate> FromRequest<Arc<AppState>> for ValidJson<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+    async fn from_request(req: Request, state: &Arc<AppState>) -> Result<Self, ApiError> {
+        // A client that sends its body too slowly holds a connection and a
+        // task; bound it like the rest of the request.
+        let read = tokio::time::timeout(state.request_timeout, Bytes::from_request(req, state));
+        let bytes = read.await.map_err(|_| ApiError::Timeout)?.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge("request body is over the size limit".into())
             } else {

@@ -34,6 +34,8 @@ pub struct AppState {
     pub max_watch: Duration,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// Bound on reading a request body.
+    pub request_timeout: Duration,
     /// Turns true when the process is shutting down; long-polls end early.
     pub shutdown: watch::Receiver<bool>,
 }
