@@ -2,6 +2,8 @@
 //! two pools with a short lease, watch, renew one and not the other, and see
 //! only the renewed one remain after the lease plus the skew allowance.
 
+#![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
+
 mod support;
 
 use serde_json::{Value, json};

@@ -7,9 +7,18 @@ pub enum StoreError {
     /// throttling past retries, 5xx). Retry later; nothing was half-written.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
-    /// The table is missing or at a schema version this binary does not know.
+    /// The table is missing, unmigrated or at an older schema version.
     #[error("storage schema: {0}")]
     Schema(String),
+    /// The table's schema is newer than this binary knows: a newer binary
+    /// migrated it. Nothing was changed; upgrade this binary.
+    #[error("storage schema version {found} is newer than this binary knows ({known})")]
+    SchemaTooNew {
+        /// The version the table records.
+        found: u32,
+        /// The newest version this binary knows.
+        known: u32,
+    },
     /// An item could not be encoded or decoded.
     #[error("storage item: {0}")]
     Corrupt(String),

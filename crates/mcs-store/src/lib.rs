@@ -1,17 +1,21 @@
 //! Storage for mcs-registry: the [`Store`] trait every backend implements,
-//! the embedded [`MemoryStore`], and (feature `testsuite`) the conformance
-//! suite that every backend must pass.
+//! the embedded [`MemoryStore`], the [`DynamoStore`] on a DynamoDB table
+//! (module [`dynamo`], with the table's migrations), and (feature
+//! `testsuite`) the conformance suite that every backend must pass.
 //!
-//! A store holds one item per [`Key`](mcs_core::Key) and offers exactly what
+//! A store holds one item per [`Key`] and offers exactly what
 //! the registrar and the reader need (DESIGN §4–§5): one conditional write
 //! that applies the rule of [`mcs_core::decide`], a full read, and a read of
 //! what changed since a watermark.
 
+pub mod dynamo;
 mod error;
 mod memory;
+pub mod metrics;
 #[cfg(feature = "testsuite")]
 pub mod testsuite;
 
+pub use dynamo::{DynamoConfig, DynamoStore};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 

@@ -32,9 +32,7 @@ impl MemoryStore {
         if self.unavailable.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("memory store switched off".into()));
         }
-        self.items
-            .lock()
-            .map_err(|_| StoreError::Other("memory store lock poisoned".into()))
+        self.items.lock().map_err(|_| StoreError::Other("memory store lock poisoned".into()))
     }
 }
 
@@ -68,12 +66,7 @@ impl Store for MemoryStore {
     }
 
     async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
-        Ok(self
-            .items()?
-            .values()
-            .filter(|r| r.changed_at_ms > since_ms)
-            .cloned()
-            .collect())
+        Ok(self.items()?.values().filter(|r| r.changed_at_ms > since_ms).cloned().collect())
     }
 }
 

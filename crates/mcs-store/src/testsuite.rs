@@ -3,7 +3,9 @@
 //!
 //! `store_conformance_suite!(expr)` expands to one `#[tokio::test]` per case;
 //! `expr` is evaluated (and may `.await`) once per test, so every test gets a
-//! store of its own.
+//! store of its own. `store_conformance_suite!(optional: expr)` takes an
+//! `expr` of type `Option<S>` instead, and a test whose store is `None`
+//! passes without running (a backend whose server is not configured).
 
 #![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
 
@@ -12,10 +14,17 @@ use mcs_core::fixtures::{mk_pool, mk_tombstone, pool};
 use mcs_core::{Body, Record, Version};
 use std::sync::Arc;
 
-/// Expands to the conformance suite for the store built by `$make`.
+/// Expands to the conformance suite for the store built by `$make`; with
+/// `optional:`, `$make` is an `Option` and `None` skips the test.
 #[macro_export]
 macro_rules! store_conformance_suite {
+    (optional: $make:expr) => {
+        $crate::store_conformance_suite!(@suite $make);
+    };
     ($make:expr) => {
+        $crate::store_conformance_suite!(@suite ::std::option::Option::Some($make));
+    };
+    (@suite $make:expr) => {
         $crate::store_conformance_suite!(@cases $make;
             put_then_read_back,
             idempotent_retry_is_applied_once,
@@ -31,7 +40,9 @@ macro_rules! store_conformance_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
-                let store = $make;
+                let ::std::option::Option::Some(store) = $make else {
+                    return;
+                };
                 $crate::testsuite::$case(std::sync::Arc::new(store)).await;
             }
         )*
@@ -46,16 +57,10 @@ fn at(mut record: Record, changed_at_ms: u64) -> Record {
 /// A write is read back by `get`, `read_all` and `read_changed_since`.
 pub async fn put_then_read_back(store: Arc<dyn Store>) {
     let record = at(mk_pool("a", 1, "w", Some("x"), Some(10_000)), 1_000);
-    assert_eq!(
-        store.put(&record, 1_000).await.unwrap(),
-        PutOutcome::Applied
-    );
+    assert_eq!(store.put(&record, 1_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(store.get(&record.key).await.unwrap(), Some(record.clone()));
     assert_eq!(store.read_all().await.unwrap(), vec![record.clone()]);
-    assert_eq!(
-        store.read_changed_since(0).await.unwrap(),
-        vec![record.clone()]
-    );
+    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![record.clone()]);
     let missing = mk_pool("nope", 1, "w", None, None);
     assert_eq!(store.get(&missing.key).await.unwrap(), None);
 }
@@ -63,14 +68,8 @@ pub async fn put_then_read_back(store: Arc<dyn Store>) {
 /// The same write twice is applied, and stored once.
 pub async fn idempotent_retry_is_applied_once(store: Arc<dyn Store>) {
     let record = at(mk_pool("a", 7, "w", Some("x"), Some(10_000)), 1_000);
-    assert_eq!(
-        store.put(&record, 1_000).await.unwrap(),
-        PutOutcome::Applied
-    );
-    assert_eq!(
-        store.put(&record, 1_001).await.unwrap(),
-        PutOutcome::Applied
-    );
+    assert_eq!(store.put(&record, 1_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.put(&record, 1_001).await.unwrap(), PutOutcome::Applied);
     assert_eq!(store.read_all().await.unwrap(), vec![record]);
 }
 
@@ -82,10 +81,8 @@ pub async fn racing_writers_get_exactly_one_applied_per_generation(store: Arc<dy
         for i in 0..16 {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
-                let mut record = at(
-                    mk_pool("race", generation, "w", None, Some(1 << 40)),
-                    generation,
-                );
+                let mut record =
+                    at(mk_pool("race", generation, "w", None, Some(1 << 40)), generation);
                 record.body = Body::Pool(pool("race", &format!("model-{i}")));
                 (store.put(&record, 0).await.unwrap(), record)
             }));
@@ -96,26 +93,14 @@ pub async fn racing_writers_get_exactly_one_applied_per_generation(store: Arc<dy
             match outcome {
                 PutOutcome::Applied => applied.push(record),
                 PutOutcome::Stale { stored } => {
-                    assert_eq!(
-                        stored,
-                        Version::new(generation, "w"),
-                        "generation {generation}"
-                    )
+                    assert_eq!(stored, Version::new(generation, "w"), "generation {generation}")
                 }
                 other => panic!("generation {generation}: unexpected {other:?}"),
             }
         }
-        assert_eq!(
-            applied.len(),
-            1,
-            "generation {generation}: exactly one winner"
-        );
+        assert_eq!(applied.len(), 1, "generation {generation}: exactly one winner");
         let stored = store.get(&applied[0].key).await.unwrap();
-        assert_eq!(
-            stored.as_ref(),
-            Some(&applied[0]),
-            "the winner is what is stored"
-        );
+        assert_eq!(stored.as_ref(), Some(&applied[0]), "the winner is what is stored");
     }
 }
 
@@ -123,15 +108,12 @@ pub async fn racing_writers_get_exactly_one_applied_per_generation(store: Arc<dy
 pub async fn stale_writes_name_the_stored_version(store: Arc<dyn Store>) {
     let newer = at(mk_pool("a", 10, "w2", None, Some(10_000)), 1_000);
     store.put(&newer, 1_000).await.unwrap();
-    for older in [
-        mk_pool("a", 9, "w9", None, Some(20_000)),
-        mk_pool("a", 10, "w1", None, Some(20_000)),
-    ] {
+    for older in
+        [mk_pool("a", 9, "w9", None, Some(20_000)), mk_pool("a", 10, "w1", None, Some(20_000))]
+    {
         assert_eq!(
             store.put(&at(older, 2_000), 2_000).await.unwrap(),
-            PutOutcome::Stale {
-                stored: newer.version.clone()
-            }
+            PutOutcome::Stale { stored: newer.version.clone() }
         );
     }
     assert_eq!(store.get(&newer.key).await.unwrap(), Some(newer));
@@ -151,15 +133,8 @@ pub async fn renewal_extends_and_never_shortens_the_lease(store: Arc<dyn Store>)
         "a renewal is a change"
     );
     let late_retry = at(mk_pool("a", 3, "w", Some("x"), Some(15_000)), 12_000);
-    assert_eq!(
-        store.put(&late_retry, 9_500).await.unwrap(),
-        PutOutcome::Applied
-    );
-    assert_eq!(
-        store.get(&first.key).await.unwrap(),
-        Some(beat),
-        "lease not shortened"
-    );
+    assert_eq!(store.put(&late_retry, 9_500).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(beat), "lease not shortened");
 }
 
 /// After a withdrawal, an older write is refused and the record stays
@@ -170,13 +145,8 @@ pub async fn a_tombstone_refuses_older_writes(store: Arc<dyn Store>) {
     let tomb = at(mk_tombstone("a", 6, "w"), 2_000);
     assert_eq!(store.put(&tomb, 2_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(
-        store
-            .put(&at(mk_pool("a", 5, "z", None, Some(10_000)), 3_000), 3_000)
-            .await
-            .unwrap(),
-        PutOutcome::Stale {
-            stored: tomb.version.clone()
-        }
+        store.put(&at(mk_pool("a", 5, "z", None, Some(10_000)), 3_000), 3_000).await.unwrap(),
+        PutOutcome::Stale { stored: tomb.version.clone() }
     );
     assert_eq!(store.get(&tomb.key).await.unwrap(), Some(tomb.clone()));
     let again = at(mk_pool("a", 7, "w", None, Some(10_000)), 4_000);
@@ -188,27 +158,16 @@ pub async fn a_tombstone_refuses_older_writes(store: Arc<dyn Store>) {
 pub async fn owner_fencing_until_the_lease_expires(store: Arc<dyn Store>) {
     let held = at(mk_pool("a", 1, "w", Some("x"), Some(10_000)), 1_000);
     store.put(&held, 1_000).await.unwrap();
-    let owned = PutOutcome::Owned {
-        owner: "x".into(),
-        until_ms: 10_000,
-    };
+    let owned = PutOutcome::Owned { owner: "x".into(), until_ms: 10_000 };
     let by_y = at(mk_pool("a", 2, "w", Some("y"), Some(20_000)), 2_000);
     assert_eq!(store.put(&by_y, 9_999).await.unwrap(), owned);
     let anonymous = at(mk_pool("a", 2, "w", None, Some(20_000)), 2_000);
     assert_eq!(store.put(&anonymous, 9_999).await.unwrap(), owned);
     assert_eq!(store.get(&held.key).await.unwrap(), Some(held.clone()));
     let by_x = at(mk_pool("a", 2, "w", Some("x"), Some(20_000)), 2_000);
-    assert_eq!(
-        store.put(&by_x, 9_999).await.unwrap(),
-        PutOutcome::Applied,
-        "the owner may write"
-    );
+    assert_eq!(store.put(&by_x, 9_999).await.unwrap(), PutOutcome::Applied, "the owner may write");
     let takeover = at(mk_pool("a", 3, "w", Some("y"), Some(40_000)), 30_000);
-    assert_eq!(
-        store.put(&takeover, 20_000).await.unwrap(),
-        PutOutcome::Applied,
-        "after expiry"
-    );
+    assert_eq!(store.put(&takeover, 20_000).await.unwrap(), PutOutcome::Applied, "after expiry");
     assert_eq!(store.get(&held.key).await.unwrap(), Some(takeover));
 }
 
@@ -217,10 +176,7 @@ pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store
     let names = ["a", "b", "c", "d", "e", "f"];
     for (i, name) in names.iter().enumerate() {
         let t = 1_000 * (i as u64 + 1);
-        store
-            .put(&at(mk_pool(name, 1, "w", None, Some(1 << 40)), t), t)
-            .await
-            .unwrap();
+        store.put(&at(mk_pool(name, 1, "w", None, Some(1 << 40)), t), t).await.unwrap();
     }
     for watermark in [0, 999, 1_000, 3_500, 6_000] {
         let mut got: Vec<u64> = store
@@ -231,10 +187,7 @@ pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store
             .map(|r| r.changed_at_ms)
             .collect();
         got.sort_unstable();
-        let want: Vec<u64> = (1..=6)
-            .map(|i| i * 1_000)
-            .filter(|t| *t > watermark)
-            .collect();
+        let want: Vec<u64> = (1..=6).map(|i| i * 1_000).filter(|t| *t > watermark).collect();
         assert_eq!(got, want, "watermark {watermark}");
     }
 }

@@ -1,0 +1,129 @@
+//! The write rule [`mcs_core::decide`] (with
+//! [`mcs_core::rules::renewal_extends`]) as one DynamoDB condition
+//! expression, so that a single conditional PutItem applies it atomically.
+//!
+//! ```text
+//! attribute_not_exists(pk)
+//! OR ( ownership ok AND ( newer OR extending renewal ) )
+//!
+//! ownership ok = deleted = true OR attribute_not_exists(owner)
+//!                OR attribute_not_exists(lease_until_ms) OR lease_until_ms <= :now
+//!                [OR owner = :owner]                       (only when the write has an owner)
+//! newer        = gen < :gen OR (gen = :gen AND writer < :writer)
+//! renewal      = gen = :gen AND writer = :writer AND digest = :digest
+//!                AND (attribute_not_exists(lease_until_ms) OR lease_until_ms < :lease)
+//!                                                          (only when the write has a lease > 0)
+//! ```
+//!
+//! A write the condition refuses is explained by calling `decide` on the
+//! stored item (`ALL_OLD`): a non-extending renewal is refused here but is
+//! `Renew`, hence applied, for the caller.
+
+use super::item::{DELETED, DIGEST, GEN, LEASE_UNTIL_MS, OWNER, PK, WRITER};
+use aws_sdk_dynamodb::types::AttributeValue;
+use mcs_core::Record;
+use std::collections::HashMap;
+
+/// A condition expression with its placeholders.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Condition {
+    pub(crate) expression: String,
+    pub(crate) names: HashMap<String, String>,
+    pub(crate) values: HashMap<String, AttributeValue>,
+}
+
+/// The condition under which `new` may overwrite what is stored, judged at
+/// `now_ms`. Every placeholder it declares is used (DynamoDB refuses unused
+/// ones).
+pub(crate) fn for_write(new: &Record, now_ms: u64) -> Condition {
+    let mut names: HashMap<String, String> = [PK, GEN, WRITER, OWNER, LEASE_UNTIL_MS, DELETED]
+        .into_iter()
+        .map(|a| (format!("#{a}"), a.to_owned()))
+        .collect();
+    let mut values = HashMap::from([
+        (":true".to_owned(), AttributeValue::Bool(true)),
+        (":now".to_owned(), AttributeValue::N(now_ms.to_string())),
+        (":gen".to_owned(), AttributeValue::N(new.version.generation.to_string())),
+        (":writer".to_owned(), AttributeValue::S(new.version.writer.clone())),
+    ]);
+
+    let mut ownership = "#deleted = :true OR attribute_not_exists(#owner) \
+         OR attribute_not_exists(#lease_until_ms) OR #lease_until_ms <= :now"
+        .to_owned();
+    if let Some(owner) = &new.owner {
+        ownership.push_str(" OR #owner = :owner");
+        values.insert(":owner".to_owned(), AttributeValue::S(owner.clone()));
+    }
+
+    let mut progress = "#gen < :gen OR (#gen = :gen AND #writer < :writer)".to_owned();
+    // `renewal_extends`: only a lease above the stored one (absent counts as
+    // 0) is worth writing; without a lease a renewal never writes.
+    if let Some(lease) = new.lease_until_ms.filter(|l| *l > 0) {
+        progress.push_str(
+            " OR (#gen = :gen AND #writer = :writer AND #digest = :digest \
+             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease))",
+        );
+        names.insert(format!("#{DIGEST}"), DIGEST.to_owned());
+        values.insert(":digest".to_owned(), AttributeValue::S(new.content_digest()));
+        values.insert(":lease".to_owned(), AttributeValue::N(lease.to_string()));
+    }
+
+    Condition {
+        expression: format!("attribute_not_exists(#pk) OR (({ownership}) AND ({progress}))"),
+        names,
+        values,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcs_core::fixtures::mk_pool;
+
+    fn placeholders(expression: &str, sigil: char) -> Vec<String> {
+        let mut found: Vec<String> = expression
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == sigil))
+            .filter(|t| t.starts_with(sigil))
+            .map(str::to_owned)
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    fn check_placeholders(c: &Condition) {
+        let mut names: Vec<String> = c.names.keys().cloned().collect();
+        names.sort();
+        let mut values: Vec<String> = c.values.keys().cloned().collect();
+        values.sort();
+        assert_eq!(placeholders(&c.expression, '#'), names);
+        assert_eq!(placeholders(&c.expression, ':'), values);
+    }
+
+    #[test]
+    fn full_condition_text() {
+        let c = for_write(&mk_pool("a", 5, "w", Some("x"), Some(10_000)), 7);
+        assert_eq!(
+            c.expression,
+            "attribute_not_exists(#pk) OR ((#deleted = :true OR attribute_not_exists(#owner) \
+             OR attribute_not_exists(#lease_until_ms) OR #lease_until_ms <= :now \
+             OR #owner = :owner) AND (#gen < :gen OR (#gen = :gen AND #writer < :writer) \
+             OR (#gen = :gen AND #writer = :writer AND #digest = :digest \
+             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease))))"
+        );
+        assert_eq!(c.values[":now"], AttributeValue::N("7".into()));
+        assert_eq!(c.values[":lease"], AttributeValue::N("10000".into()));
+        check_placeholders(&c);
+    }
+
+    #[test]
+    fn anonymous_and_leaseless_writes_drop_their_branches() {
+        let c = for_write(&mk_pool("a", 5, "w", None, None), 7);
+        assert!(!c.expression.contains(":owner"));
+        assert!(!c.expression.contains(":digest"));
+        check_placeholders(&c);
+        let zero = for_write(&mk_pool("a", 5, "w", None, Some(0)), 7);
+        assert!(!zero.expression.contains(":lease"));
+        check_placeholders(&zero);
+    }
+}

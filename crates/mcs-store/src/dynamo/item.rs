@@ -1,0 +1,412 @@
+//! The item layout of DESIGN §7: how a [`Record`] becomes a DynamoDB item
+//! and back. The only file that knows attribute names and key prefixes.
+//!
+//! ```text
+//!  pk                      sk                  kind     gen writer owner lease_until_ms
+//!  CLUSTER#{cluster_id}    #                   cluster   N    S     S?    N?
+//!  SVC#{namespace}/{name}  EXPORT#{cluster_id} export    …
+//!  POOL#{pool_id}          #                   pool      …
+//!  ROUTER#{router_id}      #                   router    …
+//!  META                    SCHEMA              (version N: the table's schema version)
+//!
+//!  + deleted BOOL, changed_at_ms N, digest S, shard N, ttl N?,
+//!    payload M (the Body, serde_dynamo), payload_version N
+//! ```
+
+use crate::StoreError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use mcs_api::{ExportKey, Label, PoolId, RouterId};
+use mcs_core::{Body, Key, Record, Version};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+/// A raw item as the SDK carries it.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// Partition key attribute.
+pub(crate) const PK: &str = "pk";
+/// Sort key attribute.
+pub(crate) const SK: &str = "sk";
+pub(crate) const KIND: &str = "kind";
+pub(crate) const GEN: &str = "gen";
+pub(crate) const WRITER: &str = "writer";
+pub(crate) const OWNER: &str = "owner";
+pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
+pub(crate) const DELETED: &str = "deleted";
+pub(crate) const CHANGED_AT_MS: &str = "changed_at_ms";
+pub(crate) const DIGEST: &str = "digest";
+pub(crate) const SHARD: &str = "shard";
+pub(crate) const TTL: &str = "ttl";
+pub(crate) const PAYLOAD: &str = "payload";
+pub(crate) const PAYLOAD_VERSION_ATTR: &str = "payload_version";
+
+/// The global secondary index of changes: partition `shard`, sort
+/// `changed_at_ms`.
+pub(crate) const CHANGES_INDEX: &str = "changes";
+
+/// The schema item's partition and sort key, and its version attribute.
+pub(crate) const META_PK: &str = "META";
+pub(crate) const META_SK: &str = "SCHEMA";
+pub(crate) const META_VERSION: &str = "version";
+
+/// How many values `shard` takes; one `changes` query per shard. Part of the
+/// layout: changing it means rewriting every item.
+pub const SHARDS: u32 = 8;
+
+/// The payload encoding this binary writes and reads.
+pub const PAYLOAD_VERSION: u32 = 1;
+
+/// The partition and sort key of `key`.
+pub(crate) fn key_attributes(key: &Key) -> (String, String) {
+    match key {
+        Key::Cluster { cluster_id } => (format!("CLUSTER#{cluster_id}"), "#".to_owned()),
+        Key::Export(k) => {
+            (format!("SVC#{}/{}", k.namespace, k.name), format!("EXPORT#{}", k.cluster_id))
+        }
+        Key::Pool { pool_id } => (format!("POOL#{pool_id}"), "#".to_owned()),
+        Key::Router { router_id } => (format!("ROUTER#{router_id}"), "#".to_owned()),
+    }
+}
+
+/// The primary key of `key`, as GetItem takes it.
+pub(crate) fn key_item(key: &Key) -> Item {
+    let (pk, sk) = key_attributes(key);
+    HashMap::from([(PK.to_owned(), AttributeValue::S(pk)), (SK.to_owned(), AttributeValue::S(sk))])
+}
+
+/// The primary key of the schema item.
+pub(crate) fn meta_key() -> Item {
+    HashMap::from([
+        (PK.to_owned(), AttributeValue::S(META_PK.to_owned())),
+        (SK.to_owned(), AttributeValue::S(META_SK.to_owned())),
+    ])
+}
+
+/// Parses a partition and sort key back into a [`Key`], validating every
+/// part with the mcs-api constructors.
+pub(crate) fn parse_key(pk: &str, sk: &str) -> Result<Key, String> {
+    let (prefix, rest) =
+        pk.split_once('#').ok_or_else(|| format!("partition key {pk:?} has no prefix"))?;
+    let single = |what: &str| {
+        if sk == "#" { Ok(()) } else { Err(format!("{what} item has sort key {sk:?}, want \"#\"")) }
+    };
+    match prefix {
+        "CLUSTER" => {
+            single("cluster")?;
+            Ok(Key::Cluster { cluster_id: Label::new(rest)? })
+        }
+        "SVC" => {
+            let (namespace, name) = rest
+                .split_once('/')
+                .ok_or_else(|| format!("export partition key {pk:?} has no '/'"))?;
+            let cluster_id = sk
+                .strip_prefix("EXPORT#")
+                .ok_or_else(|| format!("export sort key {sk:?} lacks EXPORT#"))?;
+            Ok(Key::Export(ExportKey {
+                cluster_id: Label::new(cluster_id)?,
+                namespace: Label::new(namespace)?,
+                name: Label::new(name)?,
+            }))
+        }
+        "POOL" => {
+            single("pool")?;
+            Ok(Key::Pool { pool_id: PoolId::parse(rest)? })
+        }
+        "ROUTER" => {
+            single("router")?;
+            Ok(Key::Router { router_id: RouterId::new(rest)? })
+        }
+        other => Err(format!("unknown key prefix {other:?}")),
+    }
+}
+
+/// The shard of a partition key: the first two bytes of its SHA-256, modulo
+/// [`SHARDS`]. Stable across processes, builds and languages.
+pub(crate) fn shard_of(pk: &str) -> u32 {
+    let digest = Sha256::digest(pk.as_bytes());
+    u32::from(u16::from_be_bytes([digest[0], digest[1]])) % SHARDS
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// The item that stores `record`; `ttl` is its expiry plus `retention_ms`.
+pub(crate) fn encode(record: &Record, retention_ms: u64) -> Result<Item, StoreError> {
+    let (pk, sk) = key_attributes(&record.key);
+    let payload = serde_dynamo::aws_sdk_dynamodb_1::to_attribute_value(&record.body)
+        .map_err(|e| StoreError::Corrupt(format!("encoding {}: {e}", record.key)))?;
+    let mut item = HashMap::from([
+        (SHARD.to_owned(), n(shard_of(&pk))),
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
+        (KIND.to_owned(), AttributeValue::S(record.key.kind().as_str().to_owned())),
+        (GEN.to_owned(), n(record.version.generation)),
+        (WRITER.to_owned(), AttributeValue::S(record.version.writer.clone())),
+        (DELETED.to_owned(), AttributeValue::Bool(record.is_tombstone())),
+        (CHANGED_AT_MS.to_owned(), n(record.changed_at_ms)),
+        (DIGEST.to_owned(), AttributeValue::S(record.content_digest())),
+        (PAYLOAD.to_owned(), payload),
+        (PAYLOAD_VERSION_ATTR.to_owned(), n(PAYLOAD_VERSION)),
+    ]);
+    if let Some(owner) = &record.owner {
+        item.insert(OWNER.to_owned(), AttributeValue::S(owner.clone()));
+    }
+    if let Some(until) = record.lease_until_ms {
+        item.insert(LEASE_UNTIL_MS.to_owned(), n(until));
+    }
+    if let Some(expires) = record.expires_at_ms() {
+        item.insert(TTL.to_owned(), n(expires.saturating_add(retention_ms) / 1000));
+    }
+    Ok(item)
+}
+
+/// Why an item could not be read as a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Undecodable {
+    /// Written with a payload encoding this binary does not know (a newer
+    /// binary, most likely).
+    UnknownPayloadVersion { pk: String, version: String },
+    /// Missing or malformed attributes.
+    Invalid { pk: String, detail: String },
+}
+
+impl Undecodable {
+    /// A short label for metrics.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Undecodable::UnknownPayloadVersion { .. } => "payload_version",
+            Undecodable::Invalid { .. } => "undecodable",
+        }
+    }
+
+    /// The partition key of the item.
+    pub(crate) fn pk(&self) -> &str {
+        match self {
+            Undecodable::UnknownPayloadVersion { pk, .. } | Undecodable::Invalid { pk, .. } => pk,
+        }
+    }
+}
+
+impl std::fmt::Display for Undecodable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Undecodable::UnknownPayloadVersion { pk, version } => {
+                write!(f, "item {pk}: unknown payload_version {version}")
+            }
+            Undecodable::Invalid { pk, detail } => write!(f, "item {pk}: {detail}"),
+        }
+    }
+}
+
+impl From<Undecodable> for StoreError {
+    fn from(e: Undecodable) -> Self {
+        StoreError::Corrupt(e.to_string())
+    }
+}
+
+/// Whether `item` is the schema item rather than a record.
+pub(crate) fn is_meta(item: &Item) -> bool {
+    matches!(item.get(PK), Some(AttributeValue::S(pk)) if pk == META_PK)
+}
+
+fn s<'a>(item: &'a Item, name: &str) -> Result<&'a str, String> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Ok(v),
+        Some(_) => Err(format!("{name} is not a string")),
+        None => Err(format!("{name} is missing")),
+    }
+}
+
+fn opt_s(item: &Item, name: &str) -> Result<Option<String>, String> {
+    item.get(name).map(|_| s(item, name).map(str::to_owned)).transpose()
+}
+
+fn u64_of(item: &Item, name: &str) -> Result<u64, String> {
+    match item.get(name) {
+        Some(AttributeValue::N(v)) => v.parse().map_err(|_| format!("{name} {v:?} is not a u64")),
+        Some(_) => Err(format!("{name} is not a number")),
+        None => Err(format!("{name} is missing")),
+    }
+}
+
+fn opt_u64(item: &Item, name: &str) -> Result<Option<u64>, String> {
+    item.get(name).map(|_| u64_of(item, name)).transpose()
+}
+
+/// The `version` of the schema item.
+pub(crate) fn meta_version(item: &Item) -> Result<u32, String> {
+    let v = u64_of(item, META_VERSION)?;
+    u32::try_from(v).map_err(|_| format!("schema version {v} out of range"))
+}
+
+/// Reads `item` back into the record it stores.
+pub(crate) fn decode(mut item: Item) -> Result<Record, Undecodable> {
+    let pk = match item.get(PK) {
+        Some(AttributeValue::S(pk)) => pk.clone(),
+        _ => "(no pk)".to_owned(),
+    };
+    let invalid = |detail: String| Undecodable::Invalid { pk: pk.clone(), detail };
+    match item.get(PAYLOAD_VERSION_ATTR) {
+        Some(AttributeValue::N(v)) if v.parse::<u32>() == Ok(PAYLOAD_VERSION) => {}
+        Some(AttributeValue::N(v)) => {
+            return Err(Undecodable::UnknownPayloadVersion { pk: pk.clone(), version: v.clone() });
+        }
+        _ => return Err(invalid("payload_version is missing or not a number".into())),
+    }
+    let key = parse_key(&pk, s(&item, SK).map_err(&invalid)?).map_err(&invalid)?;
+    let header = (|| {
+        let kind = s(&item, KIND)?;
+        if kind != key.kind().as_str() {
+            return Err(format!("kind {kind:?} does not match the key"));
+        }
+        Ok((
+            Version::new(u64_of(&item, GEN)?, s(&item, WRITER)?),
+            opt_s(&item, OWNER)?,
+            opt_u64(&item, LEASE_UNTIL_MS)?,
+            u64_of(&item, CHANGED_AT_MS)?,
+            matches!(item.get(DELETED), Some(AttributeValue::Bool(true))),
+        ))
+    })();
+    let (version, owner, lease_until_ms, changed_at_ms, deleted) = header.map_err(&invalid)?;
+    let payload = item.remove(PAYLOAD).ok_or_else(|| invalid("payload is missing".into()))?;
+    let body: Body = serde_dynamo::aws_sdk_dynamodb_1::from_attribute_value(payload)
+        .map_err(|e| invalid(format!("payload: {e}")))?;
+    if !body_fits(&key, &body) {
+        return Err(invalid("payload does not match the key's kind".into()));
+    }
+    if deleted != matches!(body, Body::Tombstone) {
+        return Err(invalid("deleted does not match the payload".into()));
+    }
+    Ok(Record { key, version, owner, lease_until_ms, changed_at_ms, body })
+}
+
+fn body_fits(key: &Key, body: &Body) -> bool {
+    matches!(
+        (key, body),
+        (_, Body::Tombstone)
+            | (Key::Cluster { .. }, Body::Cluster)
+            | (Key::Export(_), Body::Export(_))
+            | (Key::Pool { .. }, Body::Pool(_))
+            | (Key::Router { .. }, Body::Router(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcs_api::{HostPort, RouterReplica};
+    use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone, port};
+
+    fn mk_router() -> Record {
+        let router_id = RouterId::new("gr-0.us-east-1").unwrap();
+        Record {
+            key: Key::Router { router_id: router_id.clone() },
+            version: Version::new(3, "w"),
+            owner: Some("inc-1".into()),
+            lease_until_ms: Some(5_000),
+            changed_at_ms: 4_000,
+            body: Body::Router(RouterReplica {
+                router_id,
+                address: HostPort::new("10.0.0.1:8080").unwrap(),
+                location: None,
+            }),
+        }
+    }
+
+    fn samples() -> Vec<Record> {
+        vec![
+            mk_pool("a", 1, "w", Some("x"), Some(10_000)),
+            mk_pool("b", 2, "w", None, None),
+            mk_tombstone("a", 3, "w"),
+            mk_cluster("c1", 4, "inc", 9_000),
+            mk_export("c1", "svc", 5, mk_export_spec(1_700_000_000, vec![port("http", 80)])),
+            mk_router(),
+        ]
+    }
+
+    #[test]
+    fn records_round_trip_through_items() {
+        for record in samples() {
+            let item = encode(&record, 0).unwrap();
+            assert_eq!(decode(item).unwrap(), record, "{}", record.key);
+        }
+    }
+
+    #[test]
+    fn keys_follow_the_layout() {
+        let keys: Vec<(String, String)> =
+            samples().iter().map(|r| key_attributes(&r.key)).collect();
+        assert_eq!(keys[0].0, format!("POOL#{}", mcs_core::fixtures::pool_key("a").id()));
+        assert_eq!(keys[0].1, "#");
+        assert_eq!(keys[3], ("CLUSTER#c1".to_owned(), "#".to_owned()));
+        assert_eq!(keys[4], ("SVC#llm/svc".to_owned(), "EXPORT#c1".to_owned()));
+        assert_eq!(keys[5], ("ROUTER#gr-0.us-east-1".to_owned(), "#".to_owned()));
+        for r in samples() {
+            let (pk, sk) = key_attributes(&r.key);
+            assert_eq!(parse_key(&pk, &sk).unwrap(), r.key);
+        }
+    }
+
+    #[test]
+    fn malformed_keys_are_refused() {
+        for (pk, sk) in [
+            ("CLUSTER#Bad", "#"),
+            ("CLUSTER#c1", "x"),
+            ("SVC#llm", "EXPORT#c1"),
+            ("SVC#llm/svc", "c1"),
+            ("POOL#nothex", "#"),
+            ("ROUTER#a..b", "#"),
+            ("THING#x", "#"),
+            ("META", "SCHEMA"),
+        ] {
+            assert!(parse_key(pk, sk).is_err(), "{pk} {sk}");
+        }
+    }
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // Part of the stored layout: a change here strands every item's
+        // shard. Golden values from `sha256(pk)[0..2]` big-endian mod 8.
+        let golden: Vec<u32> = ["CLUSTER#c1", "POOL#x", "SVC#llm/svc", "ROUTER#r"]
+            .iter()
+            .map(|pk| shard_of(pk))
+            .collect();
+        assert_eq!(golden, vec![2, 7, 1, 7]);
+        let used: std::collections::BTreeSet<u32> =
+            (0..200).map(|i| shard_of(&format!("POOL#{i}"))).collect();
+        assert_eq!(used.len(), SHARDS as usize, "every shard is used");
+    }
+
+    #[test]
+    fn ttl_is_expiry_plus_retention_in_seconds() {
+        let leased = mk_pool("a", 1, "w", None, Some(10_000));
+        let item = encode(&leased, 86_400_000).unwrap();
+        assert_eq!(item[TTL], AttributeValue::N("86410".into()));
+        let mut tomb = mk_tombstone("a", 2, "w");
+        tomb.changed_at_ms = 2_500;
+        let item = encode(&tomb, 1_000).unwrap();
+        assert_eq!(item[TTL], AttributeValue::N("3".into()));
+        let export = mk_export("c1", "svc", 1, mk_export_spec(0, vec![]));
+        assert!(!encode(&export, 1_000).unwrap().contains_key(TTL));
+        assert!(!item.contains_key(OWNER));
+        assert!(!item.contains_key(LEASE_UNTIL_MS));
+    }
+
+    #[test]
+    fn unknown_payload_versions_and_garbage_are_told_apart() {
+        let record = mk_pool("a", 1, "w", None, None);
+        let mut newer = encode(&record, 0).unwrap();
+        newer.insert(PAYLOAD_VERSION_ATTR.into(), AttributeValue::N("2".into()));
+        assert_eq!(decode(newer).unwrap_err().reason(), "payload_version");
+        let mut garbage = encode(&record, 0).unwrap();
+        garbage.insert(PAYLOAD.into(), AttributeValue::S("?".into()));
+        assert_eq!(decode(garbage).unwrap_err().reason(), "undecodable");
+        let mut lying = encode(&record, 0).unwrap();
+        lying.insert(DELETED.into(), AttributeValue::Bool(true));
+        assert_eq!(decode(lying).unwrap_err().reason(), "undecodable");
+        let mut wrong_kind = encode(&record, 0).unwrap();
+        wrong_kind.insert(KIND.into(), AttributeValue::S("router".into()));
+        assert_eq!(decode(wrong_kind).unwrap_err().reason(), "undecodable");
+    }
+}

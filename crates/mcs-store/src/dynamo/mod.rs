@@ -1,0 +1,188 @@
+//! The DynamoDB backend: [`DynamoStore`] on one table of a global table,
+//! laid out as DESIGN §7 says, created and evolved by [`migrate`].
+//!
+//! ```text
+//!  Registrar ─ put ──► one conditional PutItem (condition = mcs_core::decide)
+//!                        └ refused: ALL_OLD image ─► decide ─► Applied/Stale/Owned
+//!  Reader ─ read_changed_since(w) ─► one Query per shard on GSI `changes`
+//!         ─ read_all ─────────────► parallel Scan, consistent, paginated
+//!  mcs-admin ─ migrate ─► migrations/*.json, version in the META item
+//! ```
+//!
+//! Files: `item` owns the item layout, `condition` the write rule as a
+//! condition expression, `store` the [`Store`](crate::Store) impl, `migrate`
+//! the table's migrations, `errors` the mapping of SDK errors to
+//! [`StoreError`] kinds.
+
+mod condition;
+mod errors;
+mod item;
+mod migrate;
+mod store;
+
+pub use item::{PAYLOAD_VERSION, SHARDS};
+pub use migrate::{AppliedMigration, MigrationReport, SCHEMA_VERSION, migrate};
+
+use crate::StoreError;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
+use std::time::{Duration, Instant};
+
+/// How to reach the table and how hard to try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamoConfig {
+    /// The table's name.
+    pub table: String,
+    /// The AWS region of the replica to use; `None` takes it from the
+    /// environment (`AWS_REGION`, the profile).
+    pub region: Option<String>,
+    /// Another endpoint than AWS's (DynamoDB Local, moto_server).
+    pub endpoint: Option<String>,
+    /// Segments of the parallel scan of [`Store::read_all`](crate::Store::read_all).
+    pub scan_segments: u32,
+    /// How long DynamoDB keeps an item past its lease or tombstone before
+    /// TTL may delete it.
+    pub retention: Duration,
+    /// Attempts per request, the first included, with exponential backoff
+    /// and jitter between them (the SDK's standard retry mode). Throttling,
+    /// 5xx and network errors are retried; refused conditions are not.
+    pub max_attempts: u32,
+    /// The base of the exponential backoff between attempts.
+    pub initial_backoff: Duration,
+    /// Time limit of one attempt.
+    pub attempt_timeout: Duration,
+    /// Time limit of establishing a connection.
+    pub connect_timeout: Duration,
+}
+
+impl DynamoConfig {
+    /// Defaults for `table`: 4 scan segments, one day of retention, 5
+    /// attempts from 50 ms of backoff (DynamoDB's usual base, below the
+    /// SDK's generic 1 s), 10 s per attempt, 3 s to connect.
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            region: None,
+            endpoint: None,
+            scan_segments: 4,
+            retention: Duration::from_secs(24 * 60 * 60),
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(50),
+            attempt_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// The [`Store`](crate::Store) on a DynamoDB table. Cheap to clone.
+///
+/// Build it with [`DynamoStore::connect`] (the default credential chain:
+/// environment, profile, web identity/IRSA, IMDS) or, with credentials of
+/// one's own, [`DynamoStore::from_sdk_config`]. It does not check the table;
+/// call [`DynamoStore::ensure_schema`] at startup.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    scan_segments: u32,
+    retention_ms: u64,
+}
+
+impl DynamoStore {
+    /// Loads the AWS configuration from the environment and builds a store.
+    pub async fn connect(config: DynamoConfig) -> Result<Self, StoreError> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &config.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        let sdk = loader.load().await;
+        Self::from_sdk_config(&sdk, config)
+    }
+
+    /// Builds a store from an AWS configuration loaded by the caller; the
+    /// retry, timeout, region and endpoint settings of `config` win.
+    pub fn from_sdk_config(sdk: &SdkConfig, config: DynamoConfig) -> Result<Self, StoreError> {
+        if config.scan_segments == 0 || config.scan_segments > 1_000_000 {
+            return Err(StoreError::Other(format!(
+                "scan segments must be 1 to 1000000, got {}",
+                config.scan_segments
+            )));
+        }
+        if config.max_attempts == 0 {
+            return Err(StoreError::Other("max attempts must be at least 1".into()));
+        }
+        let retry = RetryConfig::standard()
+            .with_max_attempts(config.max_attempts)
+            .with_initial_backoff(config.initial_backoff);
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(config.connect_timeout)
+            .operation_attempt_timeout(config.attempt_timeout)
+            .build();
+        let mut builder = aws_sdk_dynamodb::config::Builder::from(sdk)
+            .retry_config(retry)
+            .timeout_config(timeouts);
+        if let Some(region) = &config.region {
+            builder = builder.region(Region::new(region.clone()));
+        }
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        let service_config = builder.build();
+        if service_config.region().is_none() {
+            return Err(StoreError::Other("no AWS region: configure one or set AWS_REGION".into()));
+        }
+        Ok(Self {
+            client: Client::from_conf(service_config),
+            table: config.table,
+            scan_segments: config.scan_segments,
+            retention_ms: u64::try_from(config.retention.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+
+    /// The SDK client, for tools that need more than the store offers.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The schema version recorded in the table's META item; `None` when the
+    /// table has none (never migrated). A missing table is `Schema`.
+    pub async fn schema_version(&self) -> Result<Option<u32>, StoreError> {
+        migrate::read_schema_version(&self.client, &self.table).await
+    }
+
+    /// Checks that the table is at the schema version this binary writes:
+    /// `Schema` when it is missing, unmigrated or older, `SchemaTooNew` when
+    /// a newer binary migrated it.
+    pub async fn ensure_schema(&self) -> Result<u32, StoreError> {
+        match self.schema_version().await? {
+            Some(v) if v == SCHEMA_VERSION => Ok(v),
+            Some(v) if v > SCHEMA_VERSION => {
+                Err(StoreError::SchemaTooNew { found: v, known: SCHEMA_VERSION })
+            }
+            Some(v) => Err(StoreError::Schema(format!(
+                "table {} is at schema version {v}, this binary needs {SCHEMA_VERSION}: run mcs-admin migrate",
+                self.table
+            ))),
+            None => Err(StoreError::Schema(format!(
+                "table {} has no schema version: run mcs-admin migrate",
+                self.table
+            ))),
+        }
+    }
+}
+
+/// Every call asks for its consumed capacity, to record it.
+const CAPACITY: ReturnConsumedCapacity = ReturnConsumedCapacity::Total;
+
+/// Records the duration and outcome of one call of `op` begun at `started`.
+fn observe(op: &'static str, started: Instant, outcome: &'static str) {
+    crate::metrics::request(op, outcome, started.elapsed());
+}

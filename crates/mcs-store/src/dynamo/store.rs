@@ -1,0 +1,257 @@
+//! [`Store`] for [`DynamoStore`]: one conditional PutItem per write,
+//! consistent GetItem, a parallel consistent Scan, and one Query per shard of
+//! the `changes` index. Items this binary cannot read are skipped by the
+//! multi-item reads (logged and counted), never fatal to them.
+
+use super::item::{self, CHANGED_AT_MS, CHANGES_INDEX, Item, SHARD, SHARDS};
+use super::{CAPACITY, DynamoStore, condition, errors, observe};
+use crate::{PutOutcome, Store, StoreError};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+use mcs_core::rules::renewal_extends;
+use mcs_core::{Record, WriteDecision, decide};
+use std::time::Instant;
+use tokio::task::JoinSet;
+use tracing::warn;
+
+fn units(capacity: Option<&ConsumedCapacity>) -> Option<f64> {
+    capacity.and_then(ConsumedCapacity::capacity_units)
+}
+
+fn record_reads(op: &'static str, capacity: Option<&ConsumedCapacity>) {
+    if let Some(u) = units(capacity) {
+        crate::metrics::read_units(op, u);
+    }
+}
+
+/// Decodes an item of a multi-item read; what cannot be read is skipped.
+fn readable(item: Item) -> Option<Record> {
+    if item::is_meta(&item) {
+        return None;
+    }
+    match item::decode(item) {
+        Ok(record) => Some(record),
+        Err(e) => {
+            warn!(pk = e.pk(), reason = e.reason(), error = %e, "skipping an item this binary cannot read");
+            crate::metrics::skipped(e.reason());
+            None
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Explains a refused write from the stored item: the rule that the
+    /// condition expressed, applied to what the condition saw.
+    async fn explain_refusal(
+        &self,
+        old: Option<Item>,
+        new: &Record,
+        now_ms: u64,
+    ) -> Result<PutOutcome, StoreError> {
+        let stored = match old {
+            Some(old) => item::decode(old)?,
+            // Emulators without ReturnValuesOnConditionCheckFailure: read it.
+            None => match self.get(&new.key).await? {
+                Some(stored) => stored,
+                None => {
+                    return Err(StoreError::Other(format!(
+                        "write of {} refused but nothing is stored",
+                        new.key
+                    )));
+                }
+            },
+        };
+        match decide(Some(&stored), new, now_ms) {
+            WriteDecision::Renew if !renewal_extends(&stored, new) => Ok(PutOutcome::Applied),
+            WriteDecision::Stale { stored } => Ok(PutOutcome::Stale { stored }),
+            WriteDecision::Owned { owner, until_ms } => Ok(PutOutcome::Owned { owner, until_ms }),
+            // The condition and the rule disagree on what is stored: its
+            // attributes do not match its payload (digest, deleted).
+            WriteDecision::Apply | WriteDecision::Renew => Err(StoreError::Corrupt(format!(
+                "write of {} at {} refused by the condition but allowed by the rule over {}: \
+                 stored attributes disagree with the stored payload",
+                new.key, new.version, stored.version
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
+        const OP: &str = "put";
+        let item = item::encode(record, self.retention_ms)?;
+        let condition = condition::for_write(record, now_ms);
+        let started = Instant::now();
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition.expression)
+            .set_expression_attribute_names(Some(condition.names))
+            .set_expression_attribute_values(Some(condition.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(CAPACITY)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                observe(OP, started, "ok");
+                if let Some(u) = units(out.consumed_capacity()) {
+                    crate::metrics::write_units(OP, u);
+                }
+                Ok(PutOutcome::Applied)
+            }
+            Err(err) => {
+                if let Some(PutItemError::ConditionalCheckFailedException(refused)) =
+                    err.as_service_error()
+                {
+                    observe(OP, started, "refused");
+                    let old = refused.item().cloned();
+                    return self.explain_refusal(old, record, now_ms).await;
+                }
+                observe(OP, started, "error");
+                Err(errors::from_sdk(OP, &self.table, err))
+            }
+        }
+    }
+
+    async fn get(&self, key: &mcs_core::Key) -> Result<Option<Record>, StoreError> {
+        const OP: &str = "get";
+        let started = Instant::now();
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(item::key_item(key)))
+            .consistent_read(true)
+            .return_consumed_capacity(CAPACITY)
+            .send()
+            .await;
+        let out = out.map_err(|e| {
+            observe(OP, started, "error");
+            errors::from_sdk(OP, &self.table, e)
+        })?;
+        observe(OP, started, "ok");
+        record_reads(OP, out.consumed_capacity());
+        match out.item {
+            // A single item this binary cannot read is an error, not absence:
+            // absence would read as "nothing stored".
+            Some(found) => Ok(Some(item::decode(found)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn read_all(&self) -> Result<Vec<Record>, StoreError> {
+        let mut segments = JoinSet::new();
+        for segment in 0..self.scan_segments {
+            segments.spawn(scan_segment(
+                self.client.clone(),
+                self.table.clone(),
+                segment,
+                self.scan_segments,
+            ));
+        }
+        collect(segments).await
+    }
+
+    async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
+        let mut shards = JoinSet::new();
+        for shard in 0..SHARDS {
+            shards.spawn(query_changes(self.client.clone(), self.table.clone(), shard, since_ms));
+        }
+        collect(shards).await
+    }
+}
+
+/// Gathers the records of parallel reads; the first failure fails the read
+/// (dropping the set cancels the others).
+async fn collect(
+    mut tasks: JoinSet<Result<Vec<Record>, StoreError>>,
+) -> Result<Vec<Record>, StoreError> {
+    let mut records = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let part = joined.map_err(|e| StoreError::Other(format!("read task failed: {e}")))??;
+        records.extend(part);
+    }
+    Ok(records)
+}
+
+/// Every readable record of one segment of a parallel scan.
+async fn scan_segment(
+    client: Client,
+    table: String,
+    segment: u32,
+    total: u32,
+) -> Result<Vec<Record>, StoreError> {
+    const OP: &str = "scan";
+    // Segment counts are checked to fit at construction.
+    let (segment, total) =
+        (i32::try_from(segment).unwrap_or(i32::MAX), i32::try_from(total).unwrap_or(i32::MAX));
+    let mut pages = client
+        .scan()
+        .table_name(&table)
+        .segment(segment)
+        .total_segments(total)
+        .consistent_read(true)
+        .return_consumed_capacity(CAPACITY)
+        .into_paginator()
+        .send();
+    let mut records = Vec::new();
+    loop {
+        let started = Instant::now();
+        let Some(page) = pages.next().await else {
+            break;
+        };
+        let page = page.map_err(|e| {
+            observe(OP, started, "error");
+            errors::from_sdk(OP, &table, e)
+        })?;
+        observe(OP, started, "ok");
+        record_reads(OP, page.consumed_capacity());
+        records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
+    }
+    Ok(records)
+}
+
+/// Every readable record of one shard changed after `since_ms`.
+async fn query_changes(
+    client: Client,
+    table: String,
+    shard: u32,
+    since_ms: u64,
+) -> Result<Vec<Record>, StoreError> {
+    const OP: &str = "query_changes";
+    let mut pages = client
+        .query()
+        .table_name(&table)
+        .index_name(CHANGES_INDEX)
+        .key_condition_expression("#shard = :shard AND #changed > :since")
+        .expression_attribute_names("#shard", SHARD)
+        .expression_attribute_names("#changed", CHANGED_AT_MS)
+        .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+        .expression_attribute_values(":since", AttributeValue::N(since_ms.to_string()))
+        .return_consumed_capacity(CAPACITY)
+        .into_paginator()
+        .send();
+    let mut records = Vec::new();
+    loop {
+        let started = Instant::now();
+        let Some(page) = pages.next().await else {
+            break;
+        };
+        let page = page.map_err(|e| {
+            observe(OP, started, "error");
+            errors::from_sdk(OP, &table, e)
+        })?;
+        observe(OP, started, "ok");
+        record_reads(OP, page.consumed_capacity());
+        records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
+    }
+    Ok(records)
+}

@@ -1,0 +1,385 @@
+//! `DynamoStore` against a real DynamoDB API (moto_server): the store
+//! conformance suite, then what only this backend has: TTL and layout
+//! attributes, migrations, unreadable items, error kinds and throttling
+//! retries.
+//!
+//! The endpoint comes from `MCS_TEST_DYNAMODB_ENDPOINT`, which
+//! `scripts/with-moto.sh` sets. Unset, each test prints a notice and passes
+//! without running, except under `CI=true`, where it fails. Every test
+//! migrates a table of its own, so tests are isolated on one server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "dynamo/recorder.rs"]
+mod recorder;
+#[path = "dynamo/throttle_proxy.rs"]
+mod throttle_proxy;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::Credentials;
+use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType, TimeToLiveStatus};
+use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool_key, port};
+use mcs_core::{Key, Record};
+use mcs_store::dynamo::{SCHEMA_VERSION, migrate};
+use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
+use recorder::MemoryRecorder;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use throttle_proxy::ThrottleProxy;
+
+const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
+
+/// The test endpoint, or `None` (after a notice) when the tests should skip.
+fn endpoint() -> Option<String> {
+    match std::env::var(ENDPOINT_ENV) {
+        Ok(e) if !e.trim().is_empty() => Some(e),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
+            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
+             run them through scripts/with-moto.sh"
+        ),
+        _ => {
+            eprintln!(
+                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
+                 (run it with scripts/with-moto.sh)"
+            );
+            None
+        }
+    }
+}
+
+async fn sdk_config(endpoint: Option<&str>) -> SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "static"));
+    if let Some(endpoint) = endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    loader.load().await
+}
+
+/// A table name no other test (or earlier run on the same server) uses.
+fn unique_table(name: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!(
+        "mcs-test-{name}-{}-{nanos}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A store on a freshly migrated table of its own, with test-speed retries.
+async fn new_store(name: &str) -> Option<DynamoStore> {
+    let endpoint = endpoint()?;
+    let sdk = sdk_config(Some(&endpoint)).await;
+    let table = unique_table(name);
+    migrate(&Client::new(&sdk), &table).await.unwrap();
+    Some(DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap())
+}
+
+fn quick(mut config: DynamoConfig) -> DynamoConfig {
+    config.initial_backoff = Duration::from_millis(5);
+    config
+}
+
+mcs_store::store_conformance_suite!(optional: new_store("suite").await);
+
+fn at(mut record: Record, changed_at_ms: u64) -> Record {
+    record.changed_at_ms = changed_at_ms;
+    record
+}
+
+fn pool_pk(name: &str) -> String {
+    format!("POOL#{}", pool_key(name).id())
+}
+
+async fn raw_item(store: &DynamoStore, pk: &str, sk: &str) -> HashMap<String, AttributeValue> {
+    store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key("pk", AttributeValue::S(pk.into()))
+        .key("sk", AttributeValue::S(sk.into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("item stored")
+}
+
+async fn put_raw(store: &DynamoStore, item: HashMap<String, AttributeValue>) {
+    store.client().put_item().table_name(store.table()).set_item(Some(item)).send().await.unwrap();
+}
+
+fn n(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+#[tokio::test]
+async fn ttl_and_layout_attributes_are_written() {
+    let Some(store) = new_store("ttl").await else {
+        return;
+    };
+    let retention_ms = 24 * 60 * 60 * 1000;
+    let leased = at(mk_pool("a", 1, "w", Some("x"), Some(10_000)), 1_000);
+    let tomb = at(mk_tombstone("b", 2, "w"), 5_000);
+    let export = mk_export("c1", "svc", 1, mk_export_spec(1_700_000_000, vec![port("http", 80)]));
+    for record in [&leased, &tomb, &export] {
+        assert_eq!(store.put(record, 1_000).await.unwrap(), PutOutcome::Applied);
+    }
+
+    let item = raw_item(&store, &pool_pk("a"), "#").await;
+    assert_eq!(item["ttl"], n((10_000 + retention_ms) / 1000));
+    assert_eq!(item["kind"], AttributeValue::S("pool".into()));
+    assert_eq!(item["gen"], n(1));
+    assert_eq!(item["writer"], AttributeValue::S("w".into()));
+    assert_eq!(item["owner"], AttributeValue::S("x".into()));
+    assert_eq!(item["lease_until_ms"], n(10_000));
+    assert_eq!(item["deleted"], AttributeValue::Bool(false));
+    assert_eq!(item["changed_at_ms"], n(1_000));
+    assert_eq!(item["digest"], AttributeValue::S(leased.content_digest()));
+    assert_eq!(item["payload_version"], n(1));
+    assert!(matches!(item["payload"], AttributeValue::M(_)));
+    let shard: u32 = item["shard"].as_n().unwrap().parse().unwrap();
+    assert!(shard < mcs_store::dynamo::SHARDS);
+
+    let item = raw_item(&store, &pool_pk("b"), "#").await;
+    assert_eq!(item["ttl"], n((5_000 + retention_ms) / 1000), "tombstone ttl");
+    assert_eq!(item["deleted"], AttributeValue::Bool(true));
+    assert!(!item.contains_key("owner"));
+    assert!(!item.contains_key("lease_until_ms"));
+
+    let item = raw_item(&store, "SVC#llm/svc", "EXPORT#c1").await;
+    assert!(!item.contains_key("ttl"), "exports live on their cluster");
+}
+
+#[tokio::test]
+async fn migrate_creates_once_then_has_nothing_to_do() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let sdk = sdk_config(Some(&endpoint)).await;
+    let client = Client::new(&sdk);
+    let table = unique_table("migrate");
+
+    let first = migrate(&client, &table).await.unwrap();
+    assert_eq!(first.from_version, None);
+    assert_eq!(first.to_version, SCHEMA_VERSION);
+    assert_eq!(first.applied.len(), 1);
+    assert_eq!(
+        first.applied[0].actions,
+        vec!["created table".to_owned(), "enabled ttl on ttl".to_owned()]
+    );
+
+    let second = migrate(&client, &table).await.unwrap();
+    assert!(second.is_up_to_date(), "{second}");
+    assert_eq!(second.from_version, Some(SCHEMA_VERSION));
+    assert_eq!(second.to_version, SCHEMA_VERSION);
+
+    let described = client.describe_table().table_name(&table).send().await.unwrap();
+    let t = described.table().unwrap();
+    assert_eq!(t.global_secondary_indexes()[0].index_name(), Some("changes"));
+    assert_eq!(
+        t.stream_specification().unwrap().stream_view_type(),
+        Some(&StreamViewType::NewAndOldImages)
+    );
+    let ttl = client.describe_time_to_live().table_name(&table).send().await.unwrap();
+    let ttl = ttl.time_to_live_description().unwrap();
+    assert_eq!(ttl.attribute_name(), Some("ttl"));
+    assert_eq!(ttl.time_to_live_status(), Some(&TimeToLiveStatus::Enabled));
+
+    let store = DynamoStore::from_sdk_config(&sdk, DynamoConfig::new(&table)).unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+    assert_eq!(store.ensure_schema().await.unwrap(), SCHEMA_VERSION);
+
+    // A table without its META item (made by hand, or a migrate cut short)
+    // is brought up to date by steps that find their work done.
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("META".into()))
+        .key("sk", AttributeValue::S("SCHEMA".into()))
+        .send()
+        .await
+        .unwrap();
+    assert!(store.ensure_schema().await.unwrap_err().to_string().contains("no schema version"));
+    let repaired = migrate(&client, &table).await.unwrap();
+    assert_eq!(repaired.from_version, None);
+    assert_eq!(
+        repaired.applied[0].actions,
+        vec!["table already existed".to_owned(), "ttl already enabled on ttl".to_owned()]
+    );
+    assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+}
+
+#[tokio::test]
+async fn a_table_at_a_newer_schema_is_left_alone() {
+    let Some(store) = new_store("newer").await else {
+        return;
+    };
+    let newer = SCHEMA_VERSION + 98;
+    put_raw(
+        &store,
+        HashMap::from([
+            ("pk".to_owned(), AttributeValue::S("META".into())),
+            ("sk".to_owned(), AttributeValue::S("SCHEMA".into())),
+            ("version".to_owned(), n(u64::from(newer))),
+        ]),
+    )
+    .await;
+    let refused = migrate(store.client(), store.table()).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::SchemaTooNew { found, known } if found == newer && known == SCHEMA_VERSION),
+        "{refused:?}"
+    );
+    assert_eq!(store.schema_version().await.unwrap(), Some(newer), "left alone");
+    assert!(matches!(store.ensure_schema().await.unwrap_err(), StoreError::SchemaTooNew { .. }));
+}
+
+#[tokio::test]
+async fn unreadable_items_are_skipped_by_reads() {
+    let recorder = MemoryRecorder::global();
+    let Some(store) = new_store("skip").await else {
+        return;
+    };
+    let good = at(mk_pool("good", 1, "w", None, Some(1 << 40)), 1_000);
+    store.put(&good, 1_000).await.unwrap();
+    let mut template = raw_item(&store, &pool_pk("good"), "#").await;
+
+    let mut from_the_future = template.clone();
+    from_the_future.insert("pk".into(), AttributeValue::S(pool_pk("future")));
+    from_the_future.insert("payload_version".into(), n(99));
+    from_the_future.insert("payload".into(), AttributeValue::S("v99 format".into()));
+    put_raw(&store, from_the_future).await;
+
+    template.insert("pk".into(), AttributeValue::S(pool_pk("garbage")));
+    template.insert(
+        "payload".into(),
+        AttributeValue::M(HashMap::from([(
+            "type".to_owned(),
+            AttributeValue::S("spaceship".into()),
+        )])),
+    );
+    put_raw(&store, template).await;
+
+    assert_eq!(store.read_all().await.unwrap(), vec![good.clone()]);
+    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![good]);
+    for reason in ["payload_version", "undecodable"] {
+        let skipped =
+            recorder.counter(&format!("mcs_store_items_skipped_total{{reason={reason}}}"));
+        assert!(skipped >= 2, "{reason}: skipped by both reads, counted {skipped}");
+    }
+    let future_key = Key::Pool { pool_id: pool_key("future").id() };
+    assert!(matches!(store.get(&future_key).await.unwrap_err(), StoreError::Corrupt(_)));
+}
+
+#[tokio::test]
+async fn a_missing_table_is_a_schema_error() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let sdk = sdk_config(Some(&endpoint)).await;
+    let store =
+        DynamoStore::from_sdk_config(&sdk, DynamoConfig::new(unique_table("absent"))).unwrap();
+    let key = mk_pool("a", 1, "w", None, None).key;
+    assert!(matches!(store.get(&key).await.unwrap_err(), StoreError::Schema(_)));
+    assert!(matches!(store.read_all().await.unwrap_err(), StoreError::Schema(_)));
+    assert!(matches!(store.ensure_schema().await.unwrap_err(), StoreError::Schema(_)));
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_unavailable() {
+    // Needs no server: a port nobody listens on refuses the connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let mut config = quick(DynamoConfig::new("any"));
+    config.endpoint = Some(closed);
+    config.max_attempts = 2;
+    let store = DynamoStore::from_sdk_config(&sdk_config(None).await, config).unwrap();
+    let err = store.put(&mk_pool("a", 1, "w", None, None), 0).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+}
+
+/// A store on a migrated table whose requests go through `proxy`.
+async fn store_behind(proxy: &ThrottleProxy, endpoint: &str, max_attempts: u32) -> DynamoStore {
+    let sdk = sdk_config(Some(endpoint)).await;
+    let table = unique_table("throttle");
+    migrate(&Client::new(&sdk), &table).await.unwrap();
+    let mut config = quick(DynamoConfig::new(table));
+    config.endpoint = Some(proxy.url.clone());
+    config.max_attempts = max_attempts;
+    DynamoStore::from_sdk_config(&sdk, config).unwrap()
+}
+
+#[tokio::test]
+async fn throttling_is_retried_with_backoff() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let proxy = ThrottleProxy::start(&endpoint, 2).await;
+    let store = store_behind(&proxy, &endpoint, 4).await;
+    let record = at(mk_pool("a", 5, "w", None, Some(1 << 40)), 1_000);
+    assert_eq!(store.put(&record, 1_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(proxy.throttled(), 2, "two throttled attempts");
+    assert_eq!(proxy.forwarded(), 1, "then the write went through");
+    assert_eq!(store.get(&record.key).await.unwrap(), Some(record.clone()));
+
+    // A refused condition is an answer, not a failure: never retried.
+    let before = proxy.forwarded();
+    let stale = at(mk_pool("a", 4, "w", None, Some(1 << 40)), 2_000);
+    assert_eq!(
+        store.put(&stale, 2_000).await.unwrap(),
+        PutOutcome::Stale { stored: record.version.clone() }
+    );
+    assert_eq!(proxy.forwarded(), before + 1);
+}
+
+#[tokio::test]
+async fn throttling_past_the_attempts_is_unavailable() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let proxy = ThrottleProxy::start(&endpoint, usize::MAX).await;
+    let store = store_behind(&proxy, &endpoint, 3).await;
+    let err = store.put(&mk_pool("a", 1, "w", None, None), 0).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert_eq!(proxy.throttled(), 3, "every attempt was made");
+    assert_eq!(proxy.forwarded(), 0);
+}
+
+#[tokio::test]
+async fn requests_and_consumed_capacity_are_recorded() {
+    let recorder = MemoryRecorder::global();
+    let Some(store) = new_store("metrics").await else {
+        return;
+    };
+    let record = at(mk_pool("a", 1, "w", None, Some(1 << 40)), 1_000);
+    store.put(&record, 1_000).await.unwrap();
+    store.put(&at(mk_pool("a", 0, "w", None, None), 1_000), 1_000).await.unwrap();
+    store.get(&record.key).await.unwrap();
+    store.read_all().await.unwrap();
+    store.read_changed_since(0).await.unwrap();
+
+    // Other tests of this binary record too: counts are lower bounds.
+    assert!(recorder.counter("mcs_store_requests_total{op=put,outcome=ok}") >= 1);
+    assert!(recorder.counter("mcs_store_requests_total{op=put,outcome=refused}") >= 1);
+    assert!(recorder.counter("mcs_store_requests_total{op=scan,outcome=ok}") >= 4, "4 segments");
+    assert!(
+        recorder.counter("mcs_store_requests_total{op=query_changes,outcome=ok}") >= 8,
+        "one query per shard"
+    );
+    assert!(!recorder.samples("mcs_store_request_duration_seconds{op=get}").is_empty());
+    for id in [
+        "mcs_store_write_capacity_units{op=put}",
+        "mcs_store_read_capacity_units{op=get}",
+        "mcs_store_read_capacity_units{op=scan}",
+        "mcs_store_read_capacity_units{op=query_changes}",
+    ] {
+        let samples = recorder.samples(id);
+        assert!(samples.iter().any(|u| *u > 0.0), "{id}: {samples:?}");
+    }
+}

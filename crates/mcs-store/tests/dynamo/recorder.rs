@@ -1,0 +1,88 @@
+//! A hand-written `metrics` recorder that keeps every counter and histogram
+//! sample in memory, keyed `name{label=value,…}`, for assertions.
+
+use metrics::{
+    Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
+    SharedString, Unit,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Debug, Default)]
+struct Series {
+    count: AtomicU64,
+    samples: Mutex<Vec<f64>>,
+}
+
+impl CounterFn for Series {
+    fn increment(&self, value: u64) {
+        self.count.fetch_add(value, Ordering::SeqCst);
+    }
+    fn absolute(&self, value: u64) {
+        self.count.fetch_max(value, Ordering::SeqCst);
+    }
+}
+
+impl HistogramFn for Series {
+    fn record(&self, value: f64) {
+        self.samples.lock().unwrap().push(value);
+    }
+}
+
+/// The process-wide recorder of this test binary.
+#[derive(Debug, Default)]
+pub struct MemoryRecorder {
+    series: Mutex<HashMap<String, Arc<Series>>>,
+}
+
+impl MemoryRecorder {
+    /// Installs the recorder once per test binary and returns it.
+    pub fn global() -> &'static MemoryRecorder {
+        static RECORDER: OnceLock<&'static MemoryRecorder> = OnceLock::new();
+        RECORDER.get_or_init(|| {
+            let recorder: &'static MemoryRecorder = Box::leak(Box::default());
+            metrics::set_global_recorder(recorder).expect("no other recorder");
+            recorder
+        })
+    }
+
+    fn series(&self, key: &Key) -> Arc<Series> {
+        let labels: Vec<String> =
+            key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+        let id = format!("{}{{{}}}", key.name(), labels.join(","));
+        self.series.lock().unwrap().entry(id).or_default().clone()
+    }
+
+    /// The counter `id` (`name{label=value,…}`), 0 if never incremented.
+    pub fn counter(&self, id: &str) -> u64 {
+        self.series.lock().unwrap().get(id).map_or(0, |s| s.count.load(Ordering::SeqCst))
+    }
+
+    /// The samples of histogram `id`.
+    pub fn samples(&self, id: &str) -> Vec<f64> {
+        self.series
+            .lock()
+            .unwrap()
+            .get(id)
+            .map_or_else(Vec::new, |s| s.samples.lock().unwrap().clone())
+    }
+}
+
+impl Recorder for MemoryRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        Counter::from_arc(self.series(key))
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::from_arc(self.series(key))
+    }
+}
