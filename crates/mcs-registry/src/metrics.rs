@@ -48,6 +48,7 @@ pub fn install() -> PrometheusHandle {
             // harness); the handle then renders nothing, which is harmless.
             let _ = metrics::set_global_recorder(recorder);
             describe();
+            mcs_store::metrics::describe();
             handle
         })
         .clone()

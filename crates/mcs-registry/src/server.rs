@@ -13,7 +13,7 @@ use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use mcs_store::{MemoryStore, Store};
+use mcs_store::{DynamoConfig, DynamoStore, MemoryStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -73,12 +73,7 @@ impl Registry {
 pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     init_tracing(&args)?;
     let metrics = crate::metrics::install();
-    let store: Arc<dyn Store> = match args.storage {
-        StorageKind::Memory => Arc::new(MemoryStore::new()),
-        StorageKind::Dynamodb => {
-            anyhow::bail!("--storage dynamodb is not built into this binary yet")
-        }
-    };
+    let store = open_store(&args, &settings).await?;
     let registry = Registry::new(store, Arc::new(SystemClock), &settings);
     let api = TcpListener::bind(args.listen)
         .await
@@ -110,6 +105,31 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     let _ = tokio::join!(api_task, admin_task, reader);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the configured store; a DynamoDB table must exist at the schema
+/// version this binary writes, else startup fails naming the problem.
+async fn open_store(args: &Args, settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+    match args.storage {
+        StorageKind::Memory => Ok(Arc::new(MemoryStore::new())),
+        StorageKind::Dynamodb => {
+            let mut config = DynamoConfig::new(args.table.clone().unwrap_or_default());
+            config.region = args.region.clone();
+            config.endpoint = args.dynamodb_endpoint.clone();
+            config.retention = settings.retention;
+            let store = DynamoStore::connect(config).await.context("configuring DynamoDB")?;
+            let version = store
+                .ensure_schema()
+                .await
+                .with_context(|| format!("checking table {}", store.table()))?;
+            tracing::info!(
+                table = store.table(),
+                schema_version = version,
+                "table schema is current"
+            );
+            Ok(Arc::new(store))
+        }
+    }
 }
 
 /// Accepts connections on `listener` until `stop` turns true, then waits up

@@ -32,7 +32,20 @@ fn pool_names(list: &Value) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_expire_unless_renewed() {
-    let registry = RegistryProcess::start(&[
+    pools_expire_unless_renewed_on(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pools_expire_unless_renewed_on_dynamodb() {
+    let Some(endpoint) = support::dynamo_endpoint() else { return };
+    let table = support::fresh_table(&endpoint, "expiry").await;
+    let args = support::dynamo_args(&endpoint, &table);
+    pools_expire_unless_renewed_on(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+}
+
+/// The scenario of both tests above, on the storage `storage_args` select.
+async fn pools_expire_unless_renewed_on(storage_args: &[&str]) {
+    let mut args = vec![
         "--lease-duration-secs",
         "2",
         "--heartbeat-interval-secs",
@@ -41,8 +54,9 @@ async fn pools_expire_unless_renewed() {
         "200",
         "--refresh-interval-ms",
         "100",
-    ])
-    .await;
+    ];
+    args.extend_from_slice(storage_args);
+    let registry = RegistryProcess::start(&args).await;
     let http = reqwest::Client::new();
     let api = registry.api_url();
 

@@ -93,3 +93,57 @@ impl RegistryProcess {
         exit.code()
     }
 }
+
+const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
+
+/// The DynamoDB endpoint of the tests (`scripts/with-moto.sh` sets it), or
+/// `None` after a notice when it is unset; under `CI=true` its absence fails
+/// the test.
+pub fn dynamo_endpoint() -> Option<String> {
+    match std::env::var(ENDPOINT_ENV) {
+        Ok(endpoint) if !endpoint.trim().is_empty() => Some(endpoint),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "{ENDPOINT_ENV} is not set but CI=true: run the tests through scripts/with-moto.sh"
+            )
+        }
+        _ => {
+            eprintln!(
+                "notice: {ENDPOINT_ENV} is not set, skipping (run with scripts/with-moto.sh)"
+            );
+            None
+        }
+    }
+}
+
+/// Creates a table of its own on `endpoint` (region us-east-1) with the
+/// migrations, and returns its name.
+pub async fn fresh_table(endpoint: &str, name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos();
+    let table = format!("mcs-e2e-{name}-{}-{nanos}", std::process::id());
+    let mut config = mcs_store::DynamoConfig::new(table.clone());
+    config.region = Some("us-east-1".into());
+    config.endpoint = Some(endpoint.to_owned());
+    let store = mcs_store::DynamoStore::connect(config).await.expect("a DynamoDB client");
+    mcs_store::dynamo::migrate(store.client(), &table).await.expect("migrating the test table");
+    table
+}
+
+/// Registry flags for `--storage dynamodb` on `table` at `endpoint`.
+pub fn dynamo_args(endpoint: &str, table: &str) -> Vec<String> {
+    [
+        "--storage",
+        "dynamodb",
+        "--region",
+        "us-east-1",
+        "--table",
+        table,
+        "--dynamodb-endpoint",
+        endpoint,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}

@@ -39,8 +39,14 @@ where
         }
         SdkError::ServiceError(ctx) => {
             let code = ctx.err().code().unwrap_or_default();
+            // The service's own code and message say it all; the context
+            // would add the whole raw response.
+            let detail =
+                format!("{op} on {table}: {code}: {}", ctx.err().message().unwrap_or_default());
             if code == "ResourceNotFoundException" {
-                StoreError::Schema(detail)
+                StoreError::Schema(format!(
+                    "{op}: table {table} or its index does not exist (run mcs-admin migrate)"
+                ))
             } else if RETRY_LATER_CODES.contains(&code) || ctx.raw().status().is_server_error() {
                 StoreError::Unavailable(detail)
             } else {
