@@ -1,5 +1,8 @@
 //! Starting the real `mcs-registry` binary for end-to-end tests.
 
+// Each test crate uses part of this module.
+#![allow(dead_code)]
+
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
