@@ -35,7 +35,7 @@ impl PrivateMoto {
             return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(python)
+        let mut child = Command::new(python)
             .arg(root.join("scripts/moto_server_serialized.py"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -50,6 +50,8 @@ impl PrivateMoto {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("private moto_server did not answer within 15 s");
     }
 
