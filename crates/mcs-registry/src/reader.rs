@@ -30,6 +30,7 @@ pub struct Reader {
     view: Arc<LiveView>,
     registrar: Arc<Registrar>,
     config: ReaderConfig,
+    /// Start (by this reader's clock) of the last successful poll.
     watermark_ms: u64,
     last_full: Option<Instant>,
 }
@@ -97,9 +98,10 @@ impl Reader {
         };
         metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => "ok").increment(1);
         self.registrar.observe_all(&records);
-        if let Some(max) = records.iter().map(|r| r.changed_at_ms).max() {
-            self.watermark_ms = self.watermark_ms.max(max);
-        }
+        // The watermark is this reader's clock at the start of the last
+        // successful poll, not the newest changed_at it saw: a writer whose
+        // clock runs ahead must not push it past writes still to come.
+        self.watermark_ms = read_started_ms;
         if full {
             let first = self.last_full.is_none();
             let resync = self.view.replace_all(records, read_started_ms);

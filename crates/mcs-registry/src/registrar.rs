@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::live::LiveView;
 use crate::metrics as m;
 use mcs_api::{Incarnation, Lease};
-use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version};
+use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, WriteDecision, decide};
 use mcs_store::{PutOutcome, Store, StoreError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -159,15 +159,21 @@ impl Registrar {
         // A registrar-assigned generation refused as stale means another
         // writer's clock ran ahead; the HLC has now seen it, so one retry
         // with a fresh generation is enough.
-        for attempt in 0..2 {
-            match self.with_timeout(self.store.put(&record, now)).await? {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = match self.judge_by_view(&record, now) {
+                Some(refusal) => refusal,
+                None => self.with_timeout(self.store.put(&record, now)).await?,
+            };
+            match outcome {
                 PutOutcome::Applied => {
                     self.view.apply(record.clone());
                     return Ok(record);
                 }
                 PutOutcome::Stale { stored } => {
                     self.observe(stored.generation);
-                    if client_ordered || attempt == 1 {
+                    if client_ordered || attempt == 2 {
                         return Err(WriteError::Stale { stored });
                     }
                     record.version = self.next_version(now);
@@ -177,7 +183,20 @@ impl Registrar {
                 }
             }
         }
-        unreachable!("the loop returns on its second attempt")
+    }
+
+    /// The write rule applied to the merged view before the conditional
+    /// write: the view holds the items of every region, the conditional
+    /// write sees only this region's. Across regions this fences owners and
+    /// refuses stale generations up to replication lag; within the region
+    /// the conditional write decides atomically.
+    fn judge_by_view(&self, record: &Record, now: u64) -> Option<PutOutcome> {
+        let view = self.view.read();
+        match decide(view.record(&record.key), record, now) {
+            WriteDecision::Apply | WriteDecision::Renew => None,
+            WriteDecision::Stale { stored } => Some(PutOutcome::Stale { stored }),
+            WriteDecision::Owned { owner, until_ms } => Some(PutOutcome::Owned { owner, until_ms }),
+        }
     }
 
     /// The stored version, when `record` repeats what is held (a heartbeat).

@@ -118,6 +118,38 @@ fn n(value: u64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
+/// Each region writes only items of its own origin; reads merge a key's
+/// items of every origin by version, as the View does.
+#[tokio::test]
+async fn items_of_every_origin_are_merged_by_version() {
+    let Some(store) = new_store("origins").await else { return };
+    assert_eq!(store.origin(), "us-east-1");
+    let local = mk_pool("a", 5, "w", None, Some(1 << 40));
+    assert_eq!(store.put(&local, 0).await.unwrap(), PutOutcome::Applied);
+    // The same key written in eu-west-1 at a newer version, as replication
+    // would deliver it.
+    let mut remote = raw_item(&store, &pool_pk("a"), "#@us-east-1").await;
+    remote.insert("sk".into(), AttributeValue::S("#@eu-west-1".into()));
+    remote.insert("gen".into(), AttributeValue::N("9".into()));
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .set_item(Some(remote))
+        .send()
+        .await
+        .unwrap();
+    let merged = store.get(&local.key).await.unwrap().unwrap();
+    assert_eq!(merged.version, mcs_core::Version::new(9, "w"), "the newer origin wins");
+    assert_eq!(store.read_all().await.unwrap().len(), 2, "one record per origin");
+    // A local write older than the remote one is still accepted into the
+    // local item: the conditional write sees only this region's item (the
+    // registrar judges it against its merged view first).
+    let older = mk_pool("a", 6, "w", None, Some(1 << 40));
+    assert_eq!(store.put(&older, 0).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&local.key).await.unwrap().unwrap().version.generation, 9);
+}
+
 #[tokio::test]
 async fn ttl_and_layout_attributes_are_written() {
     let Some(store) = new_store("ttl").await else {
@@ -131,7 +163,7 @@ async fn ttl_and_layout_attributes_are_written() {
         assert_eq!(store.put(record, 1_000).await.unwrap(), PutOutcome::Applied);
     }
 
-    let item = raw_item(&store, &pool_pk("a"), "#").await;
+    let item = raw_item(&store, &pool_pk("a"), "#@us-east-1").await;
     assert_eq!(item["ttl"], n((10_000 + retention_ms) / 1000));
     assert_eq!(item["kind"], AttributeValue::S("pool".into()));
     assert_eq!(item["gen"], n(1));
@@ -146,13 +178,13 @@ async fn ttl_and_layout_attributes_are_written() {
     let shard: u32 = item["shard"].as_n().unwrap().parse().unwrap();
     assert!(shard < mcs_store::dynamo::SHARDS);
 
-    let item = raw_item(&store, &pool_pk("b"), "#").await;
+    let item = raw_item(&store, &pool_pk("b"), "#@us-east-1").await;
     assert_eq!(item["ttl"], n((5_000 + retention_ms) / 1000), "tombstone ttl");
     assert_eq!(item["deleted"], AttributeValue::Bool(true));
     assert!(!item.contains_key("owner"));
     assert!(!item.contains_key("lease_until_ms"));
 
-    let item = raw_item(&store, "SVC#llm/svc", "EXPORT#c1").await;
+    let item = raw_item(&store, "SVC#llm/svc", "EXPORT#c1@us-east-1").await;
     assert!(!item.contains_key("ttl"), "exports live on their cluster");
 }
 
@@ -247,7 +279,7 @@ async fn unreadable_items_are_skipped_by_reads() {
     };
     let good = at(mk_pool("good", 1, "w", None, Some(1 << 40)), 1_000);
     store.put(&good, 1_000).await.unwrap();
-    let mut template = raw_item(&store, &pool_pk("good"), "#").await;
+    let mut template = raw_item(&store, &pool_pk("good"), "#@us-east-1").await;
 
     let mut from_the_future = template.clone();
     from_the_future.insert("pk".into(), AttributeValue::S(pool_pk("future")));

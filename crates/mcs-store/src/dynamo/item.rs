@@ -2,16 +2,24 @@
 //! and back. The only file that knows attribute names and key prefixes.
 //!
 //! ```text
-//!  pk                      sk                  kind     gen writer owner lease_until_ms
-//!  CLUSTER#{cluster_id}    #                   cluster   N    S     S?    N?
-//!  SVC#{namespace}/{name}  EXPORT#{cluster_id} export    …
-//!  POOL#{pool_id}          #                   pool      …
-//!  ROUTER#{router_id}      #                   router    …
-//!  META                    SCHEMA              (version N: the table's schema version)
+//!  pk                      sk                           kind    gen writer owner lease_until_ms
+//!  CLUSTER#{cluster_id}    #@{origin}                   cluster  N    S     S?    N?
+//!  SVC#{namespace}/{name}  EXPORT#{cluster_id}@{origin} export   …
+//!  POOL#{pool_id}          #@{origin}                   pool     …
+//!  ROUTER#{router_id}      #@{origin}                   router   …
+//!  META                    SCHEMA                       (version N: the table's schema version)
 //!
 //!  + deleted BOOL, changed_at_ms N, digest S, shard N, ttl N?,
 //!    payload M (the Body, serde_dynamo), payload_version N
 //! ```
+//!
+//! `{origin}` is the region whose registrars wrote the item: each region
+//! writes only items of its own origin, so a global table never has two
+//! regions writing one item, and its last-writer-wins replication never
+//! settles a conflict between them. A record key has one item per region
+//! that wrote it; readers merge them by version (`Record::supersedes`), so a
+//! newer version or a tombstone written in one region is never lost to a
+//! concurrent older write in another, whatever the clocks say.
 
 use crate::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -56,8 +64,9 @@ pub const SHARDS: u32 = 8;
 /// The payload encoding this binary writes and reads.
 pub const PAYLOAD_VERSION: u32 = 1;
 
-/// The partition and sort key of `key`.
-pub(crate) fn key_attributes(key: &Key) -> (String, String) {
+/// The partition key of `key` and the sort key of its items without the
+/// origin: every item of `key` has a sort key starting with `{base}@`.
+pub(crate) fn key_base(key: &Key) -> (String, String) {
     match key {
         Key::Cluster { cluster_id } => (format!("CLUSTER#{cluster_id}"), "#".to_owned()),
         Key::Export(k) => {
@@ -68,10 +77,29 @@ pub(crate) fn key_attributes(key: &Key) -> (String, String) {
     }
 }
 
-/// The primary key of `key`, as GetItem takes it.
-pub(crate) fn key_item(key: &Key) -> Item {
-    let (pk, sk) = key_attributes(key);
+/// The partition and sort key of the item of `key` written in `origin`.
+pub(crate) fn key_attributes(key: &Key, origin: &str) -> (String, String) {
+    let (pk, base) = key_base(key);
+    (pk, format!("{base}@{origin}"))
+}
+
+/// The primary key of the item of `key` written in `origin`.
+pub(crate) fn key_item(key: &Key, origin: &str) -> Item {
+    let (pk, sk) = key_attributes(key, origin);
     HashMap::from([(PK.to_owned(), AttributeValue::S(pk)), (SK.to_owned(), AttributeValue::S(sk))])
+}
+
+/// Checks an origin (a region name): 1–64 lowercase alphanumerics or '-'.
+pub fn check_origin(origin: &str) -> Result<(), String> {
+    let ok = !origin.is_empty()
+        && origin.len() <= 64
+        && origin.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok { Ok(()) } else { Err(format!("origin {origin:?} must be 1 to 64 of a-z, 0-9 and '-'")) }
+}
+
+/// The origin (writing region) of an item's sort key.
+pub(crate) fn origin_of_sort_key(sk: &str) -> Option<&str> {
+    sk.rsplit_once('@').map(|(_, origin)| origin).filter(|o| check_origin(o).is_ok())
 }
 
 /// The primary key of the schema item.
@@ -85,6 +113,9 @@ pub(crate) fn meta_key() -> Item {
 /// Parses a partition and sort key back into a [`Key`], validating every
 /// part with the mcs-api constructors.
 pub(crate) fn parse_key(pk: &str, sk: &str) -> Result<Key, String> {
+    let (sk, origin) =
+        sk.rsplit_once('@').ok_or_else(|| format!("sort key {sk:?} names no origin"))?;
+    check_origin(origin)?;
     let (prefix, rest) =
         pk.split_once('#').ok_or_else(|| format!("partition key {pk:?} has no prefix"))?;
     let single = |what: &str| {
@@ -132,8 +163,8 @@ fn n(value: impl ToString) -> AttributeValue {
 }
 
 /// The item that stores `record`; `ttl` is its expiry plus `retention_ms`.
-pub(crate) fn encode(record: &Record, retention_ms: u64) -> Result<Item, StoreError> {
-    let (pk, sk) = key_attributes(&record.key);
+pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result<Item, StoreError> {
+    let (pk, sk) = key_attributes(&record.key, origin);
     let payload = serde_dynamo::aws_sdk_dynamodb_1::to_attribute_value(&record.body)
         .map_err(|e| StoreError::Corrupt(format!("encoding {}: {e}", record.key)))?;
     let mut item = HashMap::from([
@@ -328,7 +359,7 @@ mod tests {
     #[test]
     fn records_round_trip_through_items() {
         for record in samples() {
-            let item = encode(&record, 0).unwrap();
+            let item = encode(&record, "us-east-1", 0).unwrap();
             assert_eq!(decode(item).unwrap(), record, "{}", record.key);
         }
     }
@@ -336,28 +367,32 @@ mod tests {
     #[test]
     fn keys_follow_the_layout() {
         let keys: Vec<(String, String)> =
-            samples().iter().map(|r| key_attributes(&r.key)).collect();
+            samples().iter().map(|r| key_attributes(&r.key, "eu-west-1")).collect();
         assert_eq!(keys[0].0, format!("POOL#{}", mcs_core::fixtures::pool_key("a").id()));
-        assert_eq!(keys[0].1, "#");
-        assert_eq!(keys[3], ("CLUSTER#c1".to_owned(), "#".to_owned()));
-        assert_eq!(keys[4], ("SVC#llm/svc".to_owned(), "EXPORT#c1".to_owned()));
-        assert_eq!(keys[5], ("ROUTER#gr-0.us-east-1".to_owned(), "#".to_owned()));
+        assert_eq!(keys[0].1, "#@eu-west-1");
+        assert_eq!(keys[3], ("CLUSTER#c1".to_owned(), "#@eu-west-1".to_owned()));
+        assert_eq!(keys[4], ("SVC#llm/svc".to_owned(), "EXPORT#c1@eu-west-1".to_owned()));
+        assert_eq!(keys[5], ("ROUTER#gr-0.us-east-1".to_owned(), "#@eu-west-1".to_owned()));
         for r in samples() {
-            let (pk, sk) = key_attributes(&r.key);
+            let (pk, sk) = key_attributes(&r.key, "eu-west-1");
             assert_eq!(parse_key(&pk, &sk).unwrap(), r.key);
+            assert_eq!(origin_of_sort_key(&sk), Some("eu-west-1"));
         }
     }
 
     #[test]
     fn malformed_keys_are_refused() {
         for (pk, sk) in [
-            ("CLUSTER#Bad", "#"),
-            ("CLUSTER#c1", "x"),
-            ("SVC#llm", "EXPORT#c1"),
-            ("SVC#llm/svc", "c1"),
-            ("POOL#nothex", "#"),
-            ("ROUTER#a..b", "#"),
-            ("THING#x", "#"),
+            ("CLUSTER#Bad", "#@r"),
+            ("CLUSTER#c1", "x@r"),
+            ("CLUSTER#c1", "#"),
+            ("CLUSTER#c1", "#@"),
+            ("CLUSTER#c1", "#@Bad_Region"),
+            ("SVC#llm", "EXPORT#c1@r"),
+            ("SVC#llm/svc", "c1@r"),
+            ("POOL#nothex", "#@r"),
+            ("ROUTER#a..b", "#@r"),
+            ("THING#x", "#@r"),
             ("META", "SCHEMA"),
         ] {
             assert!(parse_key(pk, sk).is_err(), "{pk} {sk}");
@@ -381,14 +416,14 @@ mod tests {
     #[test]
     fn ttl_is_expiry_plus_retention_in_seconds() {
         let leased = mk_pool("a", 1, "w", None, Some(10_000));
-        let item = encode(&leased, 86_400_000).unwrap();
+        let item = encode(&leased, "us-east-1", 86_400_000).unwrap();
         assert_eq!(item[TTL], AttributeValue::N("86410".into()));
         let mut tomb = mk_tombstone("a", 2, "w");
         tomb.changed_at_ms = 2_500;
-        let item = encode(&tomb, 1_000).unwrap();
+        let item = encode(&tomb, "us-east-1", 1_000).unwrap();
         assert_eq!(item[TTL], AttributeValue::N("3".into()));
         let export = mk_export("c1", "svc", 1, mk_export_spec(0, vec![]));
-        assert!(!encode(&export, 1_000).unwrap().contains_key(TTL));
+        assert!(!encode(&export, "us-east-1", 1_000).unwrap().contains_key(TTL));
         assert!(!item.contains_key(OWNER));
         assert!(!item.contains_key(LEASE_UNTIL_MS));
     }
@@ -396,16 +431,16 @@ mod tests {
     #[test]
     fn unknown_payload_versions_and_garbage_are_told_apart() {
         let record = mk_pool("a", 1, "w", None, None);
-        let mut newer = encode(&record, 0).unwrap();
+        let mut newer = encode(&record, "us-east-1", 0).unwrap();
         newer.insert(PAYLOAD_VERSION_ATTR.into(), AttributeValue::N("2".into()));
         assert_eq!(decode(newer).unwrap_err().reason(), "payload_version");
-        let mut garbage = encode(&record, 0).unwrap();
+        let mut garbage = encode(&record, "us-east-1", 0).unwrap();
         garbage.insert(PAYLOAD.into(), AttributeValue::S("?".into()));
         assert_eq!(decode(garbage).unwrap_err().reason(), "undecodable");
-        let mut lying = encode(&record, 0).unwrap();
+        let mut lying = encode(&record, "us-east-1", 0).unwrap();
         lying.insert(DELETED.into(), AttributeValue::Bool(true));
         assert_eq!(decode(lying).unwrap_err().reason(), "undecodable");
-        let mut wrong_kind = encode(&record, 0).unwrap();
+        let mut wrong_kind = encode(&record, "us-east-1", 0).unwrap();
         wrong_kind.insert(KIND.into(), AttributeValue::S("router".into()));
         assert_eq!(decode(wrong_kind).unwrap_err().reason(), "undecodable");
     }

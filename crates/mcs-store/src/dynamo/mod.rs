@@ -12,12 +12,13 @@
 //! Files: `item` owns the item layout, `condition` the write rule as a
 //! condition expression, `store` the [`Store`](crate::Store) impl, `migrate`
 //! the table's migrations, `errors` the mapping of SDK errors to
-//! [`StoreError`] kinds.
+//! [`StoreError`] kinds, [`raw`] item-level access for tools (mcs-admin).
 
 mod condition;
 mod errors;
 mod item;
 mod migrate;
+pub mod raw;
 mod store;
 
 pub use item::{PAYLOAD_VERSION, SHARDS};
@@ -87,6 +88,7 @@ impl DynamoConfig {
 pub struct DynamoStore {
     client: Client,
     table: String,
+    origin: String,
     scan_segments: u32,
     retention_ms: u64,
 }
@@ -131,12 +133,16 @@ impl DynamoStore {
             builder = builder.endpoint_url(endpoint);
         }
         let service_config = builder.build();
-        if service_config.region().is_none() {
+        let Some(region) = service_config.region() else {
             return Err(StoreError::Other("no AWS region: configure one or set AWS_REGION".into()));
-        }
+        };
+        // The region names the items this store writes (see `item`).
+        let origin = region.as_ref().to_owned();
+        item::check_origin(&origin).map_err(StoreError::Other)?;
         Ok(Self {
             client: Client::from_conf(service_config),
             table: config.table,
+            origin,
             scan_segments: config.scan_segments,
             retention_ms: u64::try_from(config.retention.as_millis()).unwrap_or(u64::MAX),
         })
@@ -150,6 +156,12 @@ impl DynamoStore {
     /// The table's name.
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// The region whose items this store writes: the origin in their sort
+    /// keys.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// The schema version recorded in the table's META item; `None` when the

@@ -84,7 +84,7 @@ impl DynamoStore {
 impl Store for DynamoStore {
     async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
         const OP: &str = "put";
-        let item = item::encode(record, self.retention_ms)?;
+        let item = item::encode(record, &self.origin, self.retention_ms)?;
         let condition = condition::for_write(record, now_ms);
         let started = Instant::now();
         let result = self
@@ -121,29 +121,47 @@ impl Store for DynamoStore {
         }
     }
 
+    /// The winning record of `key` over the items of every origin (a
+    /// consistent Query of its partition), merged by version as readers do.
     async fn get(&self, key: &mcs_core::Key) -> Result<Option<Record>, StoreError> {
         const OP: &str = "get";
-        let started = Instant::now();
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(item::key_item(key)))
-            .consistent_read(true)
-            .return_consumed_capacity(CAPACITY)
-            .send()
-            .await;
-        let out = out.map_err(|e| {
-            observe(OP, started, "error");
-            errors::from_sdk(OP, &self.table, e)
-        })?;
-        observe(OP, started, "ok");
-        record_reads(OP, out.consumed_capacity());
-        match out.item {
-            // A single item this binary cannot read is an error, not absence:
-            // absence would read as "nothing stored".
-            Some(found) => Ok(Some(item::decode(found)?)),
-            None => Ok(None),
+        let (pk, base) = item::key_base(key);
+        let mut winner: Option<Record> = None;
+        let mut start = None;
+        loop {
+            let started = Instant::now();
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :base)")
+                .expression_attribute_names("#pk", item::PK)
+                .expression_attribute_names("#sk", item::SK)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
+                .expression_attribute_values(":base", AttributeValue::S(format!("{base}@")))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .return_consumed_capacity(CAPACITY)
+                .send()
+                .await;
+            let out = out.map_err(|e| {
+                observe(OP, started, "error");
+                errors::from_sdk(OP, &self.table, e)
+            })?;
+            observe(OP, started, "ok");
+            record_reads(OP, out.consumed_capacity());
+            for found in out.items.unwrap_or_default() {
+                // A single item this binary cannot read is an error, not
+                // absence: absence would read as "nothing stored".
+                let record = item::decode(found)?;
+                if winner.as_ref().is_none_or(|w| record.supersedes(w)) {
+                    winner = Some(record);
+                }
+            }
+            match out.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return Ok(winner),
+            }
         }
     }
 
