@@ -11,6 +11,7 @@
 //!                                          exports, imports) + fingerprints
 //! ```
 
+pub mod expiry;
 pub mod fingerprint;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
@@ -21,6 +22,7 @@ pub mod record;
 pub mod rules;
 pub mod view;
 
+pub use expiry::{ExpiryGuard, HoldPolicy, Verdict};
 pub use fingerprint::{Fingerprint, Section};
 pub use hlc::Hlc;
 pub use lease::LeasePolicy;

@@ -86,6 +86,24 @@ pub struct Args {
     #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
     pub retention_secs: u64,
 
+    /// Hold expiries back when more than this share of served leases expire
+    /// within --expiry-hold-window-secs (a replication stall, not the
+    /// writers); 1 disables holds.
+    #[arg(long, env = "MCS_EXPIRY_HOLD_THRESHOLD", default_value_t = 0.5)]
+    pub expiry_hold_threshold: f64,
+
+    /// Fewest expiries that can be held (at least 2: a lone expiry is never held).
+    #[arg(long, env = "MCS_EXPIRY_HOLD_MIN", default_value_t = 3)]
+    pub expiry_hold_min: usize,
+
+    /// The window a wave of expiries is counted over (about the heartbeat interval).
+    #[arg(long, env = "MCS_EXPIRY_HOLD_WINDOW_SECS", default_value_t = 10)]
+    pub expiry_hold_window_secs: u64,
+
+    /// Longest hold; then everything due expires.
+    #[arg(long, env = "MCS_EXPIRY_HOLD_MAX_SECS", default_value_t = 30)]
+    pub expiry_hold_max_secs: u64,
+
     /// Largest accepted request body.
     #[arg(long, env = "MCS_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
     pub max_body_bytes: usize,
@@ -138,6 +156,8 @@ pub struct Settings {
     pub stale_after: Duration,
     /// Retention of dead items.
     pub retention: Duration,
+    /// The mass-expiry hold.
+    pub expiry_hold: mcs_core::HoldPolicy,
     /// Body size limit.
     pub max_body_bytes: usize,
     /// Storage round-trip bound of a write.
@@ -186,6 +206,12 @@ impl Settings {
         if args.stale_after_secs.saturating_mul(1000) <= args.refresh_interval_ms {
             return Err("--stale-after-secs must be above --refresh-interval-ms".into());
         }
+        if !(args.expiry_hold_threshold > 0.0 && args.expiry_hold_threshold <= 1.0) {
+            return Err("--expiry-hold-threshold must be above 0 and at most 1".into());
+        }
+        if args.expiry_hold_min < 2 {
+            return Err("--expiry-hold-min must be at least 2: a lone expiry is never held".into());
+        }
         if args.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
         }
@@ -208,6 +234,12 @@ impl Settings {
             skew_allowance_ms: args.skew_allowance_ms,
             stale_after: Duration::from_secs(args.stale_after_secs),
             retention: Duration::from_secs(args.retention_secs),
+            expiry_hold: mcs_core::HoldPolicy {
+                threshold: args.expiry_hold_threshold,
+                min_count: args.expiry_hold_min,
+                window_ms: args.expiry_hold_window_secs.saturating_mul(1000),
+                max_hold_ms: args.expiry_hold_max_secs.saturating_mul(1000),
+            },
             max_body_bytes: args.max_body_bytes,
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
@@ -248,6 +280,9 @@ mod tests {
             (&["--max-body-bytes", "10"], "--max-body-bytes"),
             (&["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"], "must differ"),
             (&["--writer-id", " "], "--writer-id"),
+            (&["--expiry-hold-threshold", "0"], "--expiry-hold-threshold"),
+            (&["--expiry-hold-threshold", "1.5"], "--expiry-hold-threshold"),
+            (&["--expiry-hold-min", "1"], "--expiry-hold-min"),
         ];
         for (argv, want) in cases {
             let err = parse(argv).unwrap_err();

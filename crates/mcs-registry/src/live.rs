@@ -14,7 +14,7 @@ use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::fingerprint::Section;
 use mcs_core::view::Resync;
-use mcs_core::{Record, View};
+use mcs_core::{ExpiryGuard, HoldPolicy, Record, Verdict, View};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -81,11 +81,13 @@ pub struct LiveView {
     last_poll_ok_ms: AtomicU64,
     changes: watch::Sender<u64>,
     cache: Mutex<HashMap<SectionKind, CachedBody>>,
+    guard: Mutex<ExpiryGuard>,
+    holding: AtomicBool,
 }
 
 impl LiveView {
     /// An empty view: not ready and not complete until the first full read.
-    pub fn new(skew_ms: u64, stale_after_ms: u64, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(skew_ms: u64, stale_after_ms: u64, hold: HoldPolicy, clock: Arc<dyn Clock>) -> Self {
         Self {
             view: RwLock::new(View::new(skew_ms)),
             clock,
@@ -94,6 +96,8 @@ impl LiveView {
             last_poll_ok_ms: AtomicU64::new(0),
             changes: watch::channel(0).0,
             cache: Mutex::new(HashMap::new()),
+            guard: Mutex::new(ExpiryGuard::new(hold)),
+            holding: AtomicBool::new(false),
         }
     }
 
@@ -126,21 +130,57 @@ impl LiveView {
         self.mutate(|view, now| view.replace_all(records, read_started_ms, now))
     }
 
-    /// Expires what is due now; returns how many leases expired.
+    /// Expires what is due now, unless the expiry guard holds a suspicious
+    /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let due = self.read().next_deadline().is_some_and(|d| d <= now);
-        if !due {
+        let (due, live) = {
+            let view = self.read();
+            match view.next_deadline() {
+                Some(deadline) if deadline <= now => (view.due_expiries(now), view.live_leases()),
+                _ => (0, 0),
+            }
+        };
+        let verdict = {
+            let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
+            let verdict = guard.judge(now, due, live);
+            self.holding.store(guard.is_holding(), Ordering::SeqCst);
+            verdict
+        };
+        if due == 0 {
+            metrics::gauge!(m::EXPIRIES_HELD).set(0.0);
             return 0;
         }
-        self.mutate(|view, now| {
+        if let Verdict::Hold { since_ms, started } = verdict {
+            metrics::gauge!(m::EXPIRIES_HELD).set(due as f64);
+            if started {
+                metrics::counter!(m::EXPIRY_HOLDS).increment(1);
+                tracing::warn!(
+                    due,
+                    live,
+                    "mass expiry suspected (is this replica still receiving writes?): holding expiries"
+                );
+            } else {
+                tracing::debug!(
+                    due,
+                    live,
+                    held_ms = now.saturating_sub(since_ms),
+                    "still holding expiries"
+                );
+            }
+            return 0;
+        }
+        metrics::gauge!(m::EXPIRIES_HELD).set(0.0);
+        let expired = self.mutate(|view, now| {
             let expired = view.advance(now);
             for key in &expired {
                 metrics::counter!(m::LEASE_EXPIRIES, "kind" => key.kind().as_str()).increment(1);
                 tracing::debug!(%key, "lease expired");
             }
             expired.len()
-        })
+        });
+        self.guard.lock().unwrap_or_else(|p| p.into_inner()).expired(now, expired);
+        expired
     }
 
     /// The earliest lease deadline, to wake up for.
@@ -164,10 +204,13 @@ impl LiveView {
         self.full_read_done.load(Ordering::SeqCst)
     }
 
-    /// Whether lists are complete: ready, and polled recently enough.
+    /// Whether lists are complete: ready, polled recently enough, and no
+    /// expiries held back.
     pub fn is_complete(&self) -> bool {
         let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
-        self.is_ready() && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
+        self.is_ready()
+            && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
+            && !self.holding.load(Ordering::SeqCst)
     }
 
     /// A receiver that sees a new value whenever any served section changes.

@@ -27,6 +27,10 @@ pub const READER_POLLS: &str = "mcs_reader_polls_total";
 pub const READER_POLL_DURATION: &str = "mcs_reader_poll_duration_seconds";
 /// Records a full read found that delta polls had missed.
 pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
+/// Mass-expiry holds begun.
+pub const EXPIRY_HOLDS: &str = "mcs_view_expiry_holds_total";
+/// Expiries held back right now.
+pub const EXPIRIES_HELD: &str = "mcs_view_expiries_held";
 /// Long-polls waiting right now.
 pub const WATCHERS: &str = "mcs_http_watchers";
 
@@ -70,4 +74,6 @@ fn describe() {
     describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
     describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
     describe_gauge!(WATCHERS, "long-polls waiting");
+    describe_counter!(EXPIRY_HOLDS, "mass-expiry holds begun");
+    describe_gauge!(EXPIRIES_HELD, "expiries held back now");
 }

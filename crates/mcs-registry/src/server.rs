@@ -38,6 +38,7 @@ impl Registry {
         let view = Arc::new(LiveView::new(
             settings.skew_allowance_ms,
             settings.stale_after.as_millis() as u64,
+            settings.expiry_hold,
             clock,
         ));
         let registrar = Arc::new(Registrar::new(

@@ -566,3 +566,29 @@ async fn etags_and_long_polls() {
     assert_eq!(ended.status, StatusCode::NOT_MODIFIED);
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn a_mass_expiry_is_held_then_released_and_a_lone_one_is_not() {
+    let mut h = harness().await;
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        assert_eq!(h.send(Method::POST, "/v1/pools", pool(name)).await.status, StatusCode::OK);
+    }
+    h.clock.advance(30_000 + SKEW);
+    h.registry.reader.poll_once().await;
+    let held = h.get("/v1/pools").await;
+    assert_eq!(held.body["pools"].as_array().unwrap().len(), 6, "all six expire at once: held");
+    assert_eq!(held.body["complete"], json!(false), "a hold is reported");
+    h.clock.advance(30_000);
+    h.registry.reader.poll_once().await;
+    let released = h.get("/v1/pools").await;
+    assert_eq!(released.body["pools"], json!([]), "released after --expiry-hold-max-secs");
+    assert_eq!(released.body["complete"], json!(true));
+
+    let mut lone = harness().await;
+    lone.send(Method::POST, "/v1/pools", pool("a")).await;
+    lone.clock.advance(30_000 + SKEW);
+    lone.registry.reader.poll_once().await;
+    let gone = lone.get("/v1/pools").await;
+    assert_eq!(gone.body["pools"], json!([]), "a lone expiry is never held");
+    assert_eq!(gone.body["complete"], json!(true));
+}

@@ -1,0 +1,174 @@
+//! Self-preservation against mass expiry (DESIGN §5).
+//!
+//! When a registry's replica stops receiving writes (a replication stall, a
+//! stuck stream), every lease it serves runs out within one heartbeat
+//! interval, although the writers are fine. A wave of expiries that large is
+//! more likely the reader's fault than the writers', so the guard holds it
+//! back for a bounded time; lists say `complete: false` meanwhile. A lone
+//! expiry is never held, and renewals arriving during a hold shrink the wave
+//! until it no longer qualifies.
+
+use std::collections::VecDeque;
+
+/// When expiries count as a suspicious wave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HoldPolicy {
+    /// Share of served leases (0–1) that must be expiring within `window_ms`
+    /// for a hold; 1 or more disables holds.
+    pub threshold: f64,
+    /// Fewest expiries in the window that can be held (at least 2, so a lone
+    /// expiry is never held).
+    pub min_count: usize,
+    /// The window the wave is counted over, typically the heartbeat interval.
+    pub window_ms: u64,
+    /// Longest hold; then everything due expires.
+    pub max_hold_ms: u64,
+}
+
+/// What to do with the expiries due now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let them expire.
+    Expire,
+    /// Hold them back; the hold began at `since_ms`.
+    Hold {
+        /// When the hold began.
+        since_ms: u64,
+        /// Whether it begins with this verdict.
+        started: bool,
+    },
+}
+
+/// Tracks recent expiries and the current hold.
+#[derive(Debug, Clone)]
+pub struct ExpiryGuard {
+    policy: HoldPolicy,
+    recent: VecDeque<u64>,
+    held_since: Option<u64>,
+    released_at: Option<u64>,
+}
+
+impl ExpiryGuard {
+    /// A guard with nothing seen.
+    pub fn new(policy: HoldPolicy) -> Self {
+        let policy = HoldPolicy { min_count: policy.min_count.max(2), ..policy };
+        Self { policy, recent: VecDeque::new(), held_since: None, released_at: None }
+    }
+
+    /// Whether a hold is in force.
+    pub fn is_holding(&self) -> bool {
+        self.held_since.is_some()
+    }
+
+    /// Judges `due` expiries at `now_ms` with `live` leases served (the due
+    /// ones included).
+    pub fn judge(&mut self, now_ms: u64, due: usize, live: usize) -> Verdict {
+        let horizon = now_ms.saturating_sub(self.policy.window_ms);
+        while self.recent.front().is_some_and(|t| *t < horizon) {
+            self.recent.pop_front();
+        }
+        if due == 0 {
+            self.held_since = None;
+            return Verdict::Expire;
+        }
+        if let Some(since_ms) = self.held_since {
+            if now_ms.saturating_sub(since_ms) >= self.policy.max_hold_ms {
+                self.held_since = None;
+                self.released_at = Some(now_ms);
+                return Verdict::Expire;
+            }
+            if self.is_wave(due, live) {
+                return Verdict::Hold { since_ms, started: false };
+            }
+            self.held_since = None;
+            return Verdict::Expire;
+        }
+        let cooling =
+            self.released_at.is_some_and(|t| now_ms.saturating_sub(t) < self.policy.window_ms);
+        if !cooling && self.is_wave(due, live) {
+            self.held_since = Some(now_ms);
+            return Verdict::Hold { since_ms: now_ms, started: true };
+        }
+        Verdict::Expire
+    }
+
+    /// Records `count` expiries applied at `now_ms`.
+    pub fn expired(&mut self, now_ms: u64, count: usize) {
+        self.recent.extend(std::iter::repeat_n(now_ms, count));
+    }
+
+    fn is_wave(&self, due: usize, live: usize) -> bool {
+        let wave = self.recent.len() + due;
+        let base = live + self.recent.len();
+        wave >= self.policy.min_count && (wave as f64) > self.policy.threshold * base as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard() -> ExpiryGuard {
+        ExpiryGuard::new(HoldPolicy {
+            threshold: 0.5,
+            min_count: 3,
+            window_ms: 10_000,
+            max_hold_ms: 30_000,
+        })
+    }
+
+    #[test]
+    fn a_lone_expiry_is_never_held() {
+        let mut g = guard();
+        assert_eq!(g.judge(0, 1, 1), Verdict::Expire);
+        let mut strict = ExpiryGuard::new(HoldPolicy {
+            threshold: 0.0,
+            min_count: 0,
+            window_ms: 10_000,
+            max_hold_ms: 1,
+        });
+        assert_eq!(strict.judge(0, 1, 1), Verdict::Expire, "min_count is at least 2");
+    }
+
+    #[test]
+    fn a_wave_is_held_then_released_at_the_maximum() {
+        let mut g = guard();
+        assert_eq!(g.judge(1_000, 6, 10), Verdict::Hold { since_ms: 1_000, started: true });
+        assert!(g.is_holding());
+        assert_eq!(g.judge(20_000, 8, 10), Verdict::Hold { since_ms: 1_000, started: false });
+        assert_eq!(g.judge(31_000, 8, 10), Verdict::Expire, "released after the maximum");
+        g.expired(31_000, 8);
+        assert!(!g.is_holding());
+        assert_eq!(g.judge(32_000, 2, 2), Verdict::Expire, "no new hold right after a release");
+    }
+
+    #[test]
+    fn a_wave_spread_over_the_window_is_counted() {
+        let mut g = guard();
+        for t in 0..2u64 {
+            assert_eq!(g.judge(t * 1_000, 1, 10 - t as usize), Verdict::Expire, "small so far");
+            g.expired(t * 1_000, 1);
+        }
+        // 2 recent + 4 due = 6 of (8 live + 2 recent): over half.
+        assert!(matches!(g.judge(2_000, 4, 8), Verdict::Hold { .. }));
+    }
+
+    #[test]
+    fn renewals_during_a_hold_end_it() {
+        let mut g = guard();
+        assert!(matches!(g.judge(0, 6, 10), Verdict::Hold { .. }));
+        assert_eq!(g.judge(1_000, 1, 10), Verdict::Expire, "most leases were renewed");
+        assert!(!g.is_holding());
+    }
+
+    #[test]
+    fn threshold_one_disables_holds() {
+        let mut g = ExpiryGuard::new(HoldPolicy {
+            threshold: 1.0,
+            min_count: 3,
+            window_ms: 10_000,
+            max_hold_ms: 30_000,
+        });
+        assert_eq!(g.judge(0, 10, 10), Verdict::Expire);
+    }
+}
