@@ -145,6 +145,12 @@ impl Registrar {
             changed_at_ms: now,
             body: intent.body,
         };
+        // Every write of a key is later than the one it follows, even when
+        // the previous writer's clock ran ahead: replication and delta polls
+        // order an item's writes by changed_at.
+        if let Some(held) = self.view.read().record(&record.key) {
+            record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
+        }
         let client_ordered = match (intent.generation, &intent.incarnation) {
             (Some(generation), Some(incarnation)) => {
                 record.version = Version::new(generation, incarnation.as_str());

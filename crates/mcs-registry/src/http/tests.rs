@@ -592,3 +592,27 @@ async fn a_mass_expiry_is_held_then_released_and_a_lone_one_is_not() {
     assert_eq!(gone.body["pools"], json!([]), "a lone expiry is never held");
     assert_eq!(gone.body["complete"], json!(true));
 }
+
+#[tokio::test]
+async fn writes_are_later_than_what_they_follow_even_against_a_fast_clock() {
+    let h = harness().await;
+    // A record written by a registrar whose clock runs 5 s ahead.
+    let mut ahead = mcs_core::fixtures::mk_pool("a", 1, "reg-fast", None, Some(T0 + 60_000));
+    ahead.body = mcs_core::Body::Pool(
+        serde_json::from_value(with(pool("a"), "pool_id", json!(ahead_id()))).unwrap(),
+    );
+    ahead.changed_at_ms = T0 + 5_000;
+    ahead.key = mcs_core::Key::Pool { pool_id: mcs_api::PoolId::parse(&ahead_id()).unwrap() };
+    h.store.put(&ahead, T0).await.unwrap();
+    h.registry.state.view.apply(ahead.clone());
+    let reply = h.send(Method::POST, "/v1/pools", with(pool("a"), "model", json!("changed"))).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let stored = h.store.get(&ahead.key).await.unwrap().unwrap();
+    assert_eq!(stored.changed_at_ms, T0 + 5_001, "after the record it replaced, not at this clock");
+    assert!(stored.version > ahead.version);
+}
+
+fn ahead_id() -> String {
+    let key: mcs_api::PoolKey = serde_json::from_value(pool("a")["pool_key"].clone()).unwrap();
+    key.id().to_string()
+}
