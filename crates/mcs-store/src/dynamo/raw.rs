@@ -36,6 +36,14 @@ pub fn primary_key(key: &Key, origin: &str) -> Item {
     item::key_item(key, origin)
 }
 
+/// The partition key of `key` and the prefix every sort key of its items
+/// starts with (one item per origin): a Query with
+/// `pk = :pk AND begins_with(sk, :prefix)` finds them all.
+pub fn item_prefix(key: &Key) -> (String, String) {
+    let (pk, base) = item::key_base(key);
+    (pk, format!("{base}@"))
+}
+
 /// The region that wrote `item`, from its sort key.
 pub fn origin_of(item: &Item) -> Option<String> {
     match item.get(SK) {
@@ -73,5 +81,17 @@ mod tests {
         assert!(is_meta(&item::meta_key()));
         assert_eq!(decode(encoded).unwrap(), record);
         assert!(matches!(decode(key).unwrap_err(), StoreError::Corrupt(_)));
+    }
+
+    #[test]
+    fn every_item_of_a_key_starts_with_its_prefix() {
+        let record = mk_pool("a", 1, "w", None, None);
+        let (pk, prefix) = item_prefix(&record.key);
+        assert!(prefix.ends_with('@'), "{prefix}");
+        for origin in ["us-east-1", "eu-west-1"] {
+            let encoded = item::encode(&record, origin, 0).unwrap();
+            assert_eq!(encoded[PK], AttributeValue::S(pk.clone()));
+            assert_eq!(encoded[SK], AttributeValue::S(format!("{prefix}{origin}")));
+        }
     }
 }

@@ -1,0 +1,16 @@
+# The mcs-registry and mcs-admin binaries in a small, non-root image.
+#   docker build -t mcs-registry .
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN cargo build --release --locked -p mcs-registry -p mcs-admin \
+    && cp target/release/mcs-registry target/release/mcs-admin /usr/local/bin/
+
+# distroless/cc: glibc, libgcc, CA certificates and nothing else; runs as
+# the unprivileged "nonroot" user (uid 65532).
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /usr/local/bin/mcs-registry /usr/local/bin/mcs-admin /usr/local/bin/
+USER nonroot
+EXPOSE 8080 9090
+ENTRYPOINT ["/usr/local/bin/mcs-registry"]

@@ -1,0 +1,266 @@
+//! Command-line flags: global ones (each `long`, with an `MCS_*` environment
+//! twin like the registry's) and one subcommand per operation.
+
+use crate::output::Format;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// mcs-admin: migrate, inspect, compare, back up and clean the DynamoDB
+/// table of mcs-registry. Liveness is judged by the registry's own merge
+/// rules, so "live" here is exactly what the registry serves.
+///
+/// Exit codes: 0 ok, 1 a problem was found or the operation failed, 2 usage
+/// error.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "mcs-admin",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 ok, 1 a problem was found or the operation failed, 2 usage error."
+)]
+pub struct Cli {
+    /// Flags every subcommand takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every subcommand takes; they may come before or after it.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// DynamoDB table (required).
+    #[arg(long, env = "MCS_TABLE", global = true)]
+    pub table: Option<String>,
+
+    /// AWS region of the table replica to use (else the AWS default chain's).
+    #[arg(long, env = "MCS_REGION", global = true)]
+    pub region: Option<String>,
+
+    /// DynamoDB endpoint override, e.g. DynamoDB Local or moto_server.
+    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT", global = true)]
+    pub dynamodb_endpoint: Option<String>,
+
+    /// How long past its expiry a lease still counts as live; use the
+    /// registry's value.
+    #[arg(long, env = "MCS_SKEW_ALLOWANCE_MS", default_value_t = 1_000, global = true)]
+    pub skew_allowance_ms: u64,
+
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        env = "MCS_OUTPUT",
+        value_enum,
+        default_value = "table",
+        global = true
+    )]
+    pub output: Format,
+}
+
+/// The operations.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Create the table or apply its missing migrations.
+    Migrate,
+    /// Schema version, item counts, index, TTL, stream and replicas.
+    Describe,
+    /// List what the registry serves (or, with --all, every record).
+    Ls(LsArgs),
+    /// One record: as merged from its items (one per writing region), and
+    /// each item's raw attributes.
+    Get(GetArgs),
+    /// Every record (merged per key) as JSON lines on stdout, for restore.
+    Dump,
+    /// Write records from a dump; never overwrites a newer item.
+    Restore(RestoreArgs),
+    /// Check the table's health; exit 1 when a problem is found.
+    Doctor(DoctorArgs),
+    /// Delete tombstones and expired records past the retention.
+    Gc(GcArgs),
+    /// Compare what two replicas serve, section by section; exit 1 when they
+    /// differ.
+    Diff(DiffArgs),
+}
+
+/// A served list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SectionName {
+    /// `GET /v1/pools`.
+    Pools,
+    /// `GET /v1/routers`.
+    Routers,
+    /// `GET /v1/clusters`.
+    Clusters,
+    /// `GET /v1/exports`.
+    Exports,
+    /// `GET /v1/imports` (derived from live exports; no records of its own).
+    Imports,
+}
+
+impl SectionName {
+    /// Every section, in the registry's order.
+    pub const ALL: [SectionName; 5] = [
+        SectionName::Pools,
+        SectionName::Routers,
+        SectionName::Clusters,
+        SectionName::Exports,
+        SectionName::Imports,
+    ];
+
+    /// The list's name, as in its envelope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SectionName::Pools => "pools",
+            SectionName::Routers => "routers",
+            SectionName::Clusters => "clusters",
+            SectionName::Exports => "exports",
+            SectionName::Imports => "imports",
+        }
+    }
+}
+
+/// `ls`.
+#[derive(Debug, Clone, Args)]
+pub struct LsArgs {
+    /// Which list.
+    #[arg(value_enum)]
+    pub section: SectionName,
+
+    /// Also list expired records and tombstones, with the reason each is or
+    /// is not served.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// A kind of stored record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordKind {
+    /// KEY: pool_id, or cluster_id/namespace/dgd_name.
+    Pool,
+    /// KEY: router_id.
+    Router,
+    /// KEY: cluster_id.
+    Cluster,
+    /// KEY: cluster_id/namespace/name.
+    Export,
+}
+
+impl RecordKind {
+    /// The kind's name, as on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Pool => "pool",
+            RecordKind::Router => "router",
+            RecordKind::Cluster => "cluster",
+            RecordKind::Export => "export",
+        }
+    }
+}
+
+impl std::fmt::Display for RecordKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `get`.
+#[derive(Debug, Clone, Args)]
+pub struct GetArgs {
+    /// The record's kind.
+    #[arg(value_enum)]
+    pub kind: RecordKind,
+
+    /// pool_id (or cluster_id/namespace/dgd_name), router_id, cluster_id, or
+    /// cluster_id/namespace/name for an export.
+    pub key: String,
+}
+
+/// `restore`.
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    /// A file written by `mcs-admin dump`, or `-` for standard input.
+    pub file: PathBuf,
+
+    /// Retention added to a restored record's expiry for its `ttl`; use the
+    /// registry's value.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    pub retention_secs: u64,
+}
+
+/// `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// How long past its `ttl` an item may still be present before it is a
+    /// problem (DynamoDB deletes expired items within about two days).
+    #[arg(long, env = "MCS_TTL_GRACE_SECS", default_value_t = 172_800)]
+    pub ttl_grace_secs: u64,
+}
+
+/// `gc`.
+#[derive(Debug, Clone, Args)]
+pub struct GcArgs {
+    /// List what would be deleted, and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Keep tombstones and expired records this long past their expiry;
+    /// use the registry's value.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    pub retention_secs: u64,
+}
+
+/// `diff`.
+#[derive(Debug, Clone, Args)]
+pub struct DiffArgs {
+    /// Region of the other replica.
+    #[arg(long, env = "MCS_OTHER_REGION")]
+    pub other_region: String,
+
+    /// Endpoint of the other replica (default: --dynamodb-endpoint).
+    #[arg(long, env = "MCS_OTHER_ENDPOINT")]
+    pub other_endpoint: Option<String>,
+
+    /// Table name of the other replica (default: --table, as in a global
+    /// table).
+    #[arg(long, env = "MCS_OTHER_TABLE")]
+    pub other_table: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_subcommand() {
+        let before = Cli::try_parse_from(["mcs-admin", "--table=t", "-o", "json", "migrate"]);
+        let after = Cli::try_parse_from(["mcs-admin", "migrate", "--table=t", "-o", "json"]);
+        for cli in [before.unwrap(), after.unwrap()] {
+            assert_eq!(cli.global.table.as_deref(), Some("t"));
+            assert_eq!(cli.global.output, Format::Json);
+            assert!(matches!(cli.command, Command::Migrate));
+        }
+    }
+
+    #[test]
+    fn usage_errors_are_refused_by_clap() {
+        for argv in [
+            &["mcs-admin"][..],
+            &["mcs-admin", "ls", "things"],
+            &["mcs-admin", "get", "pool"],
+            &["mcs-admin", "diff"],
+            &["mcs-admin", "-o", "xml", "describe"],
+        ] {
+            assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! `describe`: the table's schema version, its items counted by kind and
+//! state, and what DynamoDB says of it (the `changes` index, TTL, the
+//! stream, the replicas of a global table).
+
+use super::DEFAULT_RETENTION;
+use crate::Exit;
+use crate::cli::GlobalArgs;
+use crate::connect::{Location, sdk_error};
+use crate::output::{self, Format, Table};
+use crate::progress::Progress;
+use crate::scan::{Scan, origin, scan};
+use crate::state::{Reason, reason_of};
+use mcs_core::{Kind, View};
+use mcs_store::DynamoStore;
+use mcs_store::dynamo::SCHEMA_VERSION;
+use mcs_store::dynamo::raw::CHANGES_INDEX;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What DynamoDB says of the table (DescribeTable, DescribeTimeToLive).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Facts {
+    /// Table status, e.g. `ACTIVE`.
+    pub status: String,
+    /// Status of the `changes` index; `None` when it is missing.
+    pub changes_index: Option<String>,
+    /// TTL status, e.g. `ENABLED`.
+    pub ttl_status: String,
+    /// The TTL attribute, if any.
+    pub ttl_attribute: Option<String>,
+    /// Whether the stream is on.
+    pub stream_enabled: bool,
+    /// Its view type, e.g. `NEW_AND_OLD_IMAGES`.
+    pub stream_view_type: Option<String>,
+    /// The latest stream's ARN.
+    pub stream_arn: Option<String>,
+    /// The replicas of a global table, with their status.
+    pub replicas: Vec<Replica>,
+}
+
+/// One replica of a global table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Replica {
+    /// Its region.
+    pub region: String,
+    /// Its status, e.g. `ACTIVE`.
+    pub status: String,
+}
+
+/// Asks DynamoDB about the store's table.
+pub(crate) async fn facts(store: &DynamoStore) -> anyhow::Result<Facts> {
+    let table = store.table();
+    let described = store
+        .client()
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| sdk_error("describe_table", table, e))?;
+    let ttl = store
+        .client()
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| sdk_error("describe_time_to_live", table, e))?;
+    let mut facts = Facts::default();
+    if let Some(t) = described.table() {
+        facts.status = t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_default();
+        facts.changes_index = t
+            .global_secondary_indexes()
+            .iter()
+            .find(|g| g.index_name() == Some(CHANGES_INDEX))
+            .map(|g| g.index_status().map(|s| s.as_str().to_owned()).unwrap_or_default());
+        if let Some(stream) = t.stream_specification() {
+            facts.stream_enabled = stream.stream_enabled();
+            facts.stream_view_type = stream.stream_view_type().map(|v| v.as_str().to_owned());
+        }
+        facts.stream_arn = t.latest_stream_arn().map(str::to_owned);
+        facts.replicas = t
+            .replicas()
+            .iter()
+            .map(|r| Replica {
+                region: r.region_name().unwrap_or_default().to_owned(),
+                status: r.replica_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
+            })
+            .collect();
+    }
+    let ttl = ttl.time_to_live_description();
+    facts.ttl_status = ttl
+        .and_then(|d| d.time_to_live_status())
+        .map_or_else(|| "DISABLED".to_owned(), |s| s.as_str().to_owned());
+    facts.ttl_attribute = ttl.and_then(|d| d.attribute_name()).map(str::to_owned);
+    Ok(facts)
+}
+
+/// Records (keys, merged from their items) of one kind, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+struct KindCount {
+    kind: Kind,
+    /// Served.
+    live: usize,
+    /// Not served and not withdrawn: the lease passed (for exports, the
+    /// cluster's).
+    expired: usize,
+    /// Withdrawn.
+    tombstone: usize,
+}
+
+/// What `describe` prints.
+#[derive(Debug, Serialize)]
+struct Description {
+    table: String,
+    region: Option<String>,
+    schema_version: Option<u32>,
+    binary_schema_version: u32,
+    #[serde(flatten)]
+    facts: Facts,
+    items: Vec<KindCount>,
+    /// Items per region that wrote them (a key has one item per region).
+    origins: BTreeMap<String, usize>,
+    unreadable: usize,
+}
+
+pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+    let location = Location::of(global)?;
+    let store = location.open(DEFAULT_RETENTION).await?;
+    let facts = facts(&store).await?;
+    let schema_version = store.schema_version().await?;
+    let now = crate::now_ms();
+    let scanned = scan(&store, &Progress::counter("scanning")).await?;
+    let view = scanned.view(global.skew_allowance_ms, now);
+    let description = Description {
+        table: location.table.clone(),
+        region: location.region.clone(),
+        schema_version,
+        binary_schema_version: SCHEMA_VERSION,
+        facts,
+        items: count_by_kind(&view, global.skew_allowance_ms, now),
+        origins: origins(&scanned),
+        unreadable: scanned.unreadable.len(),
+    };
+    output::print(&render(&description, global.output)?)?;
+    Ok(Exit::Ok)
+}
+
+fn origins(scanned: &Scan) -> BTreeMap<String, usize> {
+    let mut origins = BTreeMap::new();
+    for (_, item) in &scanned.records {
+        *origins.entry(origin(item)).or_insert(0) += 1;
+    }
+    origins
+}
+
+fn count_by_kind(view: &View, skew_ms: u64, now_ms: u64) -> Vec<KindCount> {
+    Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let mut c = KindCount { kind, live: 0, expired: 0, tombstone: 0 };
+            for record in view.records().filter(|r| r.key.kind() == kind) {
+                match reason_of(view, record, skew_ms, now_ms) {
+                    Reason::Live => c.live += 1,
+                    Reason::Withdrawn => c.tombstone += 1,
+                    Reason::Expired | Reason::ClusterNotLive | Reason::NotServed => c.expired += 1,
+                }
+            }
+            c
+        })
+        .collect()
+}
+
+fn render(d: &Description, format: Format) -> anyhow::Result<String> {
+    if let Some(text) = output::structured(format, d)? {
+        return Ok(text);
+    }
+    let f = &d.facts;
+    let schema = match d.schema_version {
+        Some(v) => format!("{v} (this binary: {})", d.binary_schema_version),
+        None => format!("none: run mcs-admin migrate (this binary: {})", d.binary_schema_version),
+    };
+    let ttl = match &f.ttl_attribute {
+        Some(attribute) => format!("{} on {attribute}", f.ttl_status),
+        None => f.ttl_status.clone(),
+    };
+    let stream = match (f.stream_enabled, &f.stream_view_type) {
+        (true, Some(view)) => view.clone(),
+        (true, None) => "enabled".to_owned(),
+        (false, _) => "disabled".to_owned(),
+    };
+    let replicas = if f.replicas.is_empty() {
+        "none (not a global table)".to_owned()
+    } else {
+        f.replicas
+            .iter()
+            .map(|r| format!("{} {}", r.region, r.status))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let origins_text = if d.origins.is_empty() {
+        "none".to_owned()
+    } else {
+        d.origins.iter().map(|(o, n)| format!("{o} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    let mut text = output::fields([
+        ("table", d.table.clone()),
+        ("region", d.region.clone().unwrap_or_else(|| "(AWS default chain)".to_owned())),
+        ("status", f.status.clone()),
+        ("schema version", schema),
+        ("changes index", f.changes_index.clone().unwrap_or_else(|| "missing".to_owned())),
+        ("ttl", ttl),
+        ("stream", stream),
+        ("stream arn", f.stream_arn.clone().unwrap_or_else(|| "-".to_owned())),
+        ("replicas", replicas),
+        ("items by origin", origins_text),
+        ("unreadable items", d.unreadable.to_string()),
+    ]);
+    let mut table = Table::new(["KIND", "LIVE", "EXPIRED", "TOMBSTONE"]);
+    for c in &d.items {
+        table.row([
+            c.kind.to_string(),
+            c.live.to_string(),
+            c.expired.to_string(),
+            c.tombstone.to_string(),
+        ]);
+    }
+    text.push('\n');
+    text.push_str(&table.render());
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::view_of;
+    use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
+
+    #[test]
+    fn counts_by_kind_and_state() {
+        let now = 1_000_000;
+        let records = vec![
+            mk_pool("a", 1, "w", None, Some(now + 1_000)),
+            mk_pool("b", 1, "w", None, Some(now - 5_000)),
+            mk_tombstone("c", 1, "w"),
+            mk_cluster("c1", 1, "inc", now - 5_000),
+            mk_export("c1", "web", 1, mk_export_spec(0, vec![])),
+        ];
+        let view = view_of(records, 0, now);
+        let counts = count_by_kind(&view, 0, now);
+        let get = |kind| *counts.iter().find(|c| c.kind == kind).unwrap();
+        assert_eq!(
+            get(Kind::Pool),
+            KindCount { kind: Kind::Pool, live: 1, expired: 1, tombstone: 1 }
+        );
+        assert_eq!(get(Kind::Cluster).expired, 1);
+        assert_eq!(get(Kind::Export).expired, 1, "its cluster is not live");
+        assert_eq!(
+            get(Kind::Router),
+            KindCount { kind: Kind::Router, live: 0, expired: 0, tombstone: 0 }
+        );
+    }
+}

@@ -1,0 +1,496 @@
+//! `doctor`: checks the table's health and names what is wrong. Exit 0 when
+//! every check is ok, 1 when one found a problem.
+//!
+//! | check | a problem when |
+//! | --- | --- |
+//! | schema | the META version is not this binary's |
+//! | ttl | TTL is not enabled on `ttl` |
+//! | stream | the stream is off or not `NEW_AND_OLD_IMAGES` (global tables need both images) |
+//! | changes index | the `changes` index is missing or not `ACTIVE` |
+//! | unreadable items | an item cannot be decoded by this binary |
+//! | orphaned exports | an export's cluster holds no live lease |
+//! | conflicts | a served export reports `Conflict=True` |
+//! | clock skew | a record was written (`changed_at_ms`) further in the future than the skew allowance, or holds a lease longer than any the registry grants |
+//! | ttl backlog | an item is still present more than `--ttl-grace-secs` past its `ttl` |
+
+use super::DEFAULT_RETENTION;
+use super::describe::{Facts, facts};
+use crate::Exit;
+use crate::cli::{DoctorArgs, GlobalArgs};
+use crate::connect::Location;
+use crate::output::{self, Format, Table, count, relative};
+use crate::progress::Progress;
+use crate::scan::{Scan, number_attribute, origin, scan};
+use crate::state::{Reason, reason_of};
+use mcs_api::ConditionStatus;
+use mcs_core::lease::MAX_LEASE_SECS;
+use mcs_core::{Body, Key, View};
+use mcs_store::dynamo::SCHEMA_VERSION;
+use mcs_store::dynamo::raw::TTL;
+use serde::Serialize;
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Status {
+    /// Nothing wrong.
+    Ok,
+    /// Something to act on.
+    Problem,
+}
+
+/// One check, what it found, and the items it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    pub items: Vec<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Self { name, status: Status::Ok, detail: detail.into(), items: vec![] }
+    }
+
+    fn problem(name: &'static str, detail: impl Into<String>) -> Self {
+        Self { name, status: Status::Problem, detail: detail.into(), items: vec![] }
+    }
+
+    /// Ok when `items` is empty, else a problem naming them.
+    fn of_items(name: &'static str, items: Vec<String>, ok: &str, problem: String) -> Self {
+        let status = if items.is_empty() { Status::Ok } else { Status::Problem };
+        let detail = if items.is_empty() { ok.to_owned() } else { problem };
+        Self { name, status, detail, items }
+    }
+}
+
+/// What `doctor -o json|yaml` prints.
+#[derive(Debug, Serialize)]
+struct Diagnosis {
+    table: String,
+    healthy: bool,
+    checks: Vec<Check>,
+}
+
+/// What the checks look at.
+pub(crate) struct Findings<'a> {
+    pub schema_version: Option<u32>,
+    pub facts: &'a Facts,
+    pub scan: &'a Scan,
+    pub view: &'a View,
+    pub skew_ms: u64,
+    pub ttl_grace_ms: u64,
+    pub now_ms: u64,
+}
+
+pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
+    let location = Location::of(global)?;
+    let store = location.open(DEFAULT_RETENTION).await?;
+    let facts = facts(&store).await?;
+    let schema_version = store.schema_version().await?;
+    let now = crate::now_ms();
+    let scanned = scan(&store, &Progress::counter("scanning")).await?;
+    let view = scanned.view(global.skew_allowance_ms, now);
+    let checks = checks(&Findings {
+        schema_version,
+        facts: &facts,
+        scan: &scanned,
+        view: &view,
+        skew_ms: global.skew_allowance_ms,
+        ttl_grace_ms: args.ttl_grace_secs.saturating_mul(1000),
+        now_ms: now,
+    });
+    let healthy = checks.iter().all(|c| c.status == Status::Ok);
+    let diagnosis = Diagnosis { table: location.describe(), healthy, checks };
+    output::print(&render(&diagnosis, global.output)?)?;
+    Ok(if healthy { Exit::Ok } else { Exit::Problem })
+}
+
+/// Every check, in a fixed order.
+pub(crate) fn checks(f: &Findings<'_>) -> Vec<Check> {
+    vec![
+        schema(f.schema_version),
+        ttl(f.facts),
+        stream(f.facts),
+        index(f.facts),
+        unreadable(f.scan),
+        orphans(f),
+        conflicts(f.view),
+        skew(f),
+        ttl_backlog(f),
+    ]
+}
+
+fn schema(version: Option<u32>) -> Check {
+    const NAME: &str = "schema";
+    match version {
+        Some(v) if v == SCHEMA_VERSION => Check::ok(NAME, format!("version {v}, as this binary")),
+        Some(v) if v > SCHEMA_VERSION => Check::problem(
+            NAME,
+            format!(
+                "version {v} is newer than this binary's {SCHEMA_VERSION}: use a newer mcs-admin"
+            ),
+        ),
+        Some(v) => Check::problem(
+            NAME,
+            format!("version {v}, this binary needs {SCHEMA_VERSION}: run mcs-admin migrate"),
+        ),
+        None => Check::problem(NAME, "no schema version: run mcs-admin migrate"),
+    }
+}
+
+fn ttl(facts: &Facts) -> Check {
+    const NAME: &str = "ttl";
+    let attribute = facts.ttl_attribute.as_deref();
+    let on = matches!(facts.ttl_status.as_str(), "ENABLED" | "ENABLING");
+    if on && attribute == Some(TTL) {
+        Check::ok(NAME, format!("{} on {TTL}", facts.ttl_status))
+    } else {
+        Check::problem(
+            NAME,
+            format!(
+                "{} on {}, want ENABLED on {TTL}: run mcs-admin migrate",
+                facts.ttl_status,
+                attribute.unwrap_or("no attribute")
+            ),
+        )
+    }
+}
+
+fn stream(facts: &Facts) -> Check {
+    const NAME: &str = "stream";
+    const WANT: &str = "NEW_AND_OLD_IMAGES";
+    match (facts.stream_enabled, facts.stream_view_type.as_deref()) {
+        (true, Some(WANT)) => Check::ok(NAME, format!("enabled, {WANT}")),
+        (true, view) => Check::problem(
+            NAME,
+            format!("enabled with {}, global tables need {WANT}", view.unwrap_or("no view type")),
+        ),
+        (false, _) => Check::problem(NAME, format!("disabled, global tables need {WANT}")),
+    }
+}
+
+fn index(facts: &Facts) -> Check {
+    const NAME: &str = "changes index";
+    match facts.changes_index.as_deref() {
+        Some("ACTIVE") => Check::ok(NAME, "ACTIVE"),
+        Some(status) => Check::problem(
+            NAME,
+            format!("{status}: delta polls fail or miss changes until it is ACTIVE"),
+        ),
+        None => Check::problem(NAME, "missing: run mcs-admin migrate"),
+    }
+}
+
+fn unreadable(scan: &Scan) -> Check {
+    let items: Vec<String> =
+        scan.unreadable.iter().map(|u| format!("{} {}: {}", u.pk, u.sk, u.reason)).collect();
+    let problem = format!(
+        "{} this binary cannot read (a newer writer, or damage); registries skip them",
+        count(items.len(), "item", "items")
+    );
+    Check::of_items("unreadable items", items, "every item decodes", problem)
+}
+
+fn orphans(f: &Findings<'_>) -> Check {
+    let mut items = Vec::new();
+    for record in f.view.records() {
+        let Key::Export(key) = &record.key else { continue };
+        if reason_of(f.view, record, f.skew_ms, f.now_ms) != Reason::ClusterNotLive {
+            continue;
+        }
+        let cluster = f.view.record(&Key::Cluster { cluster_id: key.cluster_id.clone() });
+        let why = match cluster {
+            None => "no cluster record".to_owned(),
+            Some(c) if c.is_tombstone() => {
+                format!("cluster withdrawn {}", relative(c.changed_at_ms, f.now_ms))
+            }
+            Some(c) => match c.lease_until_ms {
+                Some(until) => format!("cluster lease ended {}", relative(until, f.now_ms)),
+                None => "cluster holds no lease".to_owned(),
+            },
+        };
+        items.push(format!("{}: {why}", record.key));
+    }
+    items.sort();
+    let problem =
+        format!("{} whose cluster holds no live lease", count(items.len(), "export", "exports"));
+    Check::of_items("orphaned exports", items, "every export's cluster holds a live lease", problem)
+}
+
+fn conflicts(view: &View) -> Check {
+    let items: Vec<String> =
+        view.exports()
+            .values()
+            .filter_map(|e| {
+                let c = e.conditions.iter().find(|c| {
+                    c.condition_type == "Conflict" && c.status == ConditionStatus::True
+                })?;
+                Some(format!(
+                    "export/{}/{}/{}: {}: {}",
+                    e.cluster_id, e.namespace, e.name, c.reason, c.message
+                ))
+            })
+            .collect();
+    let problem =
+        format!("{} report Conflict=True", count(items.len(), "served export", "served exports"));
+    Check::of_items("conflicts", items, "no conflicting exports", problem)
+}
+
+fn skew(f: &Findings<'_>) -> Check {
+    let horizon = f.now_ms.saturating_add(f.skew_ms);
+    let longest = f.now_ms.saturating_add(MAX_LEASE_SECS * 1000).saturating_add(f.skew_ms);
+    let mut items = Vec::new();
+    let mut latest: Option<u64> = None;
+    for (record, item) in &f.scan.records {
+        latest = latest.max(Some(record.changed_at_ms));
+        if record.changed_at_ms > horizon {
+            items.push(format!(
+                "{} (item of {}): written by {} {} ahead of this clock",
+                record.key,
+                origin(item),
+                record.version.writer,
+                relative(record.changed_at_ms, f.now_ms).trim_start_matches("in ")
+            ));
+        } else if let Some(until) = record.lease_until_ms.filter(|u| *u > longest)
+            && !matches!(record.body, Body::Tombstone)
+        {
+            items.push(format!(
+                "{} (item of {}): lease ends {}, beyond the longest lease ({MAX_LEASE_SECS}s) from now",
+                record.key,
+                origin(item),
+                relative(until, f.now_ms)
+            ));
+        }
+    }
+    let ok = match latest {
+        Some(latest) => format!(
+            "no record from the future (beyond {} ms); latest write {}",
+            f.skew_ms,
+            relative(latest, f.now_ms)
+        ),
+        None => "no records".to_owned(),
+    };
+    let problem = format!(
+        "{} written ahead of this clock by more than the skew allowance ({} ms), or leased \
+         beyond the longest lease: a writer's or this machine's clock is off",
+        count(items.len(), "item", "items"),
+        f.skew_ms
+    );
+    Check::of_items("clock skew", items, &ok, problem)
+}
+
+fn ttl_backlog(f: &Findings<'_>) -> Check {
+    let mut items = Vec::new();
+    let mut pending = 0usize;
+    for (record, item) in &f.scan.records {
+        let Some(ttl_secs) = number_attribute(item, TTL) else { continue };
+        let ttl_ms = ttl_secs.saturating_mul(1000);
+        if ttl_ms > f.now_ms {
+            continue;
+        }
+        if ttl_ms.saturating_add(f.ttl_grace_ms) < f.now_ms {
+            items.push(format!(
+                "{} (item of {}): ttl passed {}",
+                record.key,
+                origin(item),
+                relative(ttl_ms, f.now_ms)
+            ));
+        } else {
+            pending += 1;
+        }
+    }
+    let ok = if pending == 0 {
+        "no item past its ttl".to_owned()
+    } else {
+        format!(
+            "{} past their ttl, within the grace for DynamoDB to delete them",
+            count(pending, "item", "items")
+        )
+    };
+    let problem = format!(
+        "{} still present more than {} past their ttl: TTL deletion is off or behind; \
+         mcs-admin gc removes them",
+        count(items.len(), "item", "items"),
+        relative(f.now_ms.saturating_add(f.ttl_grace_ms), f.now_ms).trim_start_matches("in ")
+    );
+    Check::of_items("ttl backlog", items, &ok, problem)
+}
+
+fn render(d: &Diagnosis, format: Format) -> anyhow::Result<String> {
+    if let Some(text) = output::structured(format, d)? {
+        return Ok(text);
+    }
+    let mut table = Table::new(["CHECK", "STATUS", "DETAIL"]);
+    for c in &d.checks {
+        let status = match c.status {
+            Status::Ok => "ok",
+            Status::Problem => "problem",
+        };
+        table.row([c.name.to_owned(), status.to_owned(), c.detail.clone()]);
+    }
+    let mut text = table.render();
+    for c in d.checks.iter().filter(|c| !c.items.is_empty()) {
+        text.push_str(&format!("\n{}:\n", c.name));
+        for item in &c.items {
+            text.push_str(&format!("  {item}\n"));
+        }
+    }
+    text.push_str(if d.healthy { "\nhealthy\n" } else { "\nproblems found\n" });
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::view_of;
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use mcs_core::Record;
+    use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, port};
+    use mcs_store::dynamo::raw::Item;
+
+    const NOW: u64 = 1_764_662_400_000;
+
+    fn healthy_facts() -> Facts {
+        Facts {
+            status: "ACTIVE".into(),
+            changes_index: Some("ACTIVE".into()),
+            ttl_status: "ENABLED".into(),
+            ttl_attribute: Some("ttl".into()),
+            stream_enabled: true,
+            stream_view_type: Some("NEW_AND_OLD_IMAGES".into()),
+            ..Facts::default()
+        }
+    }
+
+    fn with_ttl(record: Record, ttl_secs: Option<u64>) -> (Record, Item) {
+        let mut item = Item::new();
+        if let Some(t) = ttl_secs {
+            item.insert(TTL.to_owned(), AttributeValue::N(t.to_string()));
+        }
+        (record, item)
+    }
+
+    fn diagnose(records: Vec<(Record, Item)>, facts: &Facts, schema: Option<u32>) -> Vec<Check> {
+        let scan = Scan { records, ..Scan::default() };
+        let view = view_of(scan.records.iter().map(|(r, _)| r.clone()), 1_000, NOW);
+        checks(&Findings {
+            schema_version: schema,
+            facts,
+            scan: &scan,
+            view: &view,
+            skew_ms: 1_000,
+            ttl_grace_ms: 3_600_000,
+            now_ms: NOW,
+        })
+    }
+
+    fn problems(checks: &[Check]) -> Vec<&'static str> {
+        checks.iter().filter(|c| c.status == Status::Problem).map(|c| c.name).collect()
+    }
+
+    fn at(mut record: Record, changed_at_ms: u64) -> Record {
+        record.changed_at_ms = changed_at_ms;
+        record
+    }
+
+    #[test]
+    fn a_healthy_table_has_no_problem() {
+        let records = vec![
+            with_ttl(
+                at(mk_pool("a", 1, "w", None, Some(NOW + 30_000)), NOW - 5),
+                Some(NOW / 1000 + 90_000),
+            ),
+            with_ttl(at(mk_cluster("c1", 1, "inc", NOW + 30_000), NOW - 5), None),
+            with_ttl(
+                at(mk_export("c1", "web", 1, mk_export_spec(0, vec![port("http", 80)])), NOW),
+                None,
+            ),
+        ];
+        let checks = diagnose(records, &healthy_facts(), Some(SCHEMA_VERSION));
+        assert_eq!(problems(&checks), Vec::<&str>::new(), "{checks:#?}");
+        assert_eq!(checks.len(), 9);
+    }
+
+    #[test]
+    fn table_settings_are_checked() {
+        let mut facts = healthy_facts();
+        facts.ttl_status = "DISABLED".into();
+        facts.stream_view_type = Some("KEYS_ONLY".into());
+        facts.changes_index = Some("CREATING".into());
+        let checks = diagnose(vec![], &facts, Some(SCHEMA_VERSION + 1));
+        assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
+        assert!(checks[0].detail.contains("newer"), "{:?}", checks[0]);
+        let checks = diagnose(vec![], &Facts::default(), None);
+        assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
+    }
+
+    #[test]
+    fn records_are_checked_and_named() {
+        let spec = |at, p| mk_export_spec(at, vec![port("http", p)]);
+        let records = vec![
+            with_ttl(at(mk_cluster("c1", 1, "inc", NOW + 30_000), NOW), None),
+            with_ttl(at(mk_cluster("c2", 1, "inc", NOW + 30_000), NOW), None),
+            with_ttl(at(mk_export("c1", "web", 1, spec(1, 80)), NOW), None),
+            with_ttl(at(mk_export("c2", "web", 1, spec(2, 81)), NOW), None),
+            with_ttl(at(mk_export("c9", "api", 1, spec(1, 80)), NOW), None),
+            with_ttl(at(mk_pool("future", 1, "w9", None, Some(NOW + 30_000)), NOW + 60_000), None),
+            with_ttl(
+                at(
+                    mk_pool("stale", 1, "w", None, Some(NOW - 10 * 86_400_000)),
+                    NOW - 10 * 86_400_000,
+                ),
+                Some(NOW / 1000 - 7_200),
+            ),
+            with_ttl(
+                at(
+                    mk_pool("due", 1, "w", None, Some(NOW - 10 * 86_400_000)),
+                    NOW - 10 * 86_400_000,
+                ),
+                Some(NOW / 1000 - 60),
+            ),
+        ];
+        let checks = diagnose(records, &healthy_facts(), Some(SCHEMA_VERSION));
+        assert_eq!(
+            problems(&checks),
+            vec!["orphaned exports", "conflicts", "clock skew", "ttl backlog"]
+        );
+        let named = |name: &str| checks.iter().find(|c| c.name == name).unwrap().items.clone();
+        assert_eq!(named("orphaned exports"), vec!["export/c9/llm/api: no cluster record"]);
+        let conflicts = named("conflicts");
+        assert_eq!(conflicts.len(), 2, "{conflicts:?}");
+        assert!(conflicts[0].starts_with("export/c1/llm/web: PortConflict"), "{conflicts:?}");
+        let skewed = named("clock skew");
+        assert_eq!(skewed.len(), 1);
+        assert!(skewed[0].contains("written by w9 60s ahead"), "{skewed:?}");
+        let backlog = named("ttl backlog");
+        assert_eq!(backlog.len(), 1, "the one within the grace is not named: {backlog:?}");
+        assert!(backlog[0].ends_with("(item of ?): ttl passed 2h ago"), "{backlog:?}");
+    }
+
+    #[test]
+    fn the_report_lists_named_items_under_the_table() {
+        let d = Diagnosis {
+            table: "t".into(),
+            healthy: false,
+            checks: vec![
+                Check::ok("schema", "version 1"),
+                Check::of_items(
+                    "conflicts",
+                    vec!["export/a/b/c: X".into()],
+                    "none",
+                    "1 conflict".into(),
+                ),
+            ],
+        };
+        let text = render(&d, Format::Table).unwrap();
+        assert!(text.contains("conflicts  problem  1 conflict\n"), "{text}");
+        assert!(text.contains("\nconflicts:\n  export/a/b/c: X\n"), "{text}");
+        assert!(text.ends_with("problems found\n"));
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&d, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["checks"][1]["status"], "problem");
+        assert_eq!(json["healthy"], false);
+    }
+}

@@ -1,0 +1,106 @@
+//! `migrate`: creates the table or applies its missing migrations
+//! (`mcs_store::dynamo::migrate`), and says what it did. A second run has
+//! nothing to do; a table at a newer schema than this binary is left alone
+//! and reported (exit 1).
+
+use super::DEFAULT_RETENTION;
+use crate::Exit;
+use crate::cli::GlobalArgs;
+use crate::connect::Location;
+use crate::output::{self, Format};
+use mcs_store::StoreError;
+use mcs_store::dynamo::{MigrationReport, migrate};
+use serde::Serialize;
+
+/// What `migrate -o json|yaml` prints.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    table: &'a str,
+    from_version: Option<u32>,
+    to_version: u32,
+    up_to_date: bool,
+    applied: Vec<Applied<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Applied<'a> {
+    version: u32,
+    description: &'a str,
+    actions: &'a [String],
+}
+
+pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+    let location = Location::of(global)?;
+    let store = location.open(DEFAULT_RETENTION).await?;
+    let report = match migrate(store.client(), store.table()).await {
+        Ok(report) => report,
+        Err(StoreError::SchemaTooNew { found, known }) => anyhow::bail!(
+            "table {} is at schema version {found}, newer than this mcs-admin knows ({known}): \
+             left alone; use a newer mcs-admin",
+            location.describe()
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    output::print(&render(&report, global.output)?)?;
+    Ok(Exit::Ok)
+}
+
+fn render(report: &MigrationReport, format: Format) -> anyhow::Result<String> {
+    let structured = Report {
+        table: &report.table,
+        from_version: report.from_version,
+        to_version: report.to_version,
+        up_to_date: report.is_up_to_date(),
+        applied: report
+            .applied
+            .iter()
+            .map(|m| Applied {
+                version: m.version,
+                description: &m.description,
+                actions: &m.actions,
+            })
+            .collect(),
+    };
+    if let Some(text) = output::structured(format, &structured)? {
+        return Ok(text);
+    }
+    let mut text = report.to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcs_store::dynamo::AppliedMigration;
+
+    #[test]
+    fn reports_render_in_every_format() {
+        let done = MigrationReport {
+            table: "t".into(),
+            from_version: None,
+            to_version: 1,
+            applied: vec![AppliedMigration {
+                version: 1,
+                description: "create".into(),
+                actions: vec!["created table".into()],
+            }],
+        };
+        assert_eq!(
+            render(&done, Format::Table).unwrap(),
+            "table t: schema version none -> 1\n  0001 create: created table\n"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&done, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["applied"][0]["actions"][0], "created table");
+        assert_eq!(json["up_to_date"], false);
+        let idle = MigrationReport { from_version: Some(1), applied: vec![], ..done };
+        assert_eq!(
+            render(&idle, Format::Table).unwrap(),
+            "table t is at schema version 1: nothing to do\n"
+        );
+        assert!(render(&idle, Format::Yaml).unwrap().contains("up_to_date: true"));
+    }
+}

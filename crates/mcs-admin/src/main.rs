@@ -1,0 +1,19 @@
+//! The `mcs-admin` binary: parse flags, run, map the outcome to an exit code
+//! (0 ok, 1 problem or failure, 2 usage).
+
+use clap::Parser;
+use mcs_admin::{Cli, Exit, Failure};
+use std::process::ExitCode;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    match mcs_admin::run(Cli::parse()).await {
+        Ok(Exit::Ok) => ExitCode::SUCCESS,
+        Ok(Exit::Problem) => ExitCode::FAILURE,
+        Err(Failure::Usage(error)) => error.exit(),
+        Err(Failure::Failed(error)) => {
+            eprintln!("mcs-admin: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

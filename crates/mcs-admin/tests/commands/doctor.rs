@@ -1,0 +1,130 @@
+//! `doctor`: exit 0 on a healthy table; 1 naming what is wrong.
+
+use crate::support::{
+    DAY, Fixture, MINUTE, cluster_record, export_record, live_pool, now_ms, pool_record,
+};
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_healthy_table_exits_0() {
+    let Some(t) = Fixture::new("doctor-ok").await else { return };
+    t.put(&[
+        live_pool("alpha"),
+        cluster_record("east", now_ms() + 10 * MINUTE),
+        export_record("east", "web", 80, 1_700_000_000),
+    ])
+    .await;
+    let run = t.admin(&["doctor"]).expect(0);
+    assert!(run.stdout.ends_with("\nhealthy\n"), "{}", run.stdout);
+    assert!(!run.stdout.contains("problem"), "{}", run.stdout);
+    let json = t.admin(&["doctor", "-o", "json"]).expect(0).json();
+    assert_eq!(json["healthy"], true);
+    let names: Vec<&str> =
+        json["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "schema",
+            "ttl",
+            "stream",
+            "changes index",
+            "unreadable items",
+            "orphaned exports",
+            "conflicts",
+            "clock skew",
+            "ttl backlog"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_export_without_a_live_cluster_is_named() {
+    let Some(t) = Fixture::new("doctor-orphan").await else { return };
+    t.put(&[
+        cluster_record("east", now_ms() + 10 * MINUTE),
+        export_record("east", "web", 80, 1_700_000_000),
+        cluster_record("west", now_ms() - 5 * MINUTE),
+        export_record("west", "api", 80, 1_700_000_000),
+        export_record("nowhere", "db", 5432, 1_700_000_000),
+    ])
+    .await;
+    let run = t.admin(&["doctor"]).expect(1);
+    assert!(
+        run.stdout
+            .contains("orphaned exports  problem  2 exports whose cluster holds no live lease"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "\norphaned exports:\n  export/nowhere/llm/db: no cluster record\n  export/west/llm/api: cluster lease ended 5m ago\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with("problems found\n"), "{}", run.stdout);
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    assert_eq!(json["healthy"], false);
+    let problems: Vec<&str> = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "problem")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(problems, vec!["orphaned exports"]);
+}
+
+#[tokio::test]
+async fn conflicts_skew_and_ttl_backlog_are_named() {
+    let Some(t) = Fixture::new("doctor-more").await else { return };
+    let now = now_ms();
+    t.put(&[
+        cluster_record("east", now + 10 * MINUTE),
+        cluster_record("west", now + 10 * MINUTE),
+        export_record("east", "web", 80, 1_700_000_000),
+        export_record("west", "web", 8080, 1_700_000_100),
+        // Written by a registrar whose clock runs ten minutes ahead.
+        pool_record("ahead", 7, now + 20 * MINUTE, now + 10 * MINUTE),
+    ])
+    .await;
+    // Expired ten days ago and kept no retention: its ttl passed long ago,
+    // and nothing deleted it (moto, like DynamoDB Local, never expires items).
+    let stale = pool_record("stale", 5, now - 10 * DAY, now - 10 * DAY - MINUTE);
+    t.with_retention(Duration::ZERO).await.put(&[stale]).await;
+
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    let check = |name: &str| {
+        json["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone()
+    };
+    let conflicts = check("conflicts");
+    assert_eq!(conflicts["status"], "problem");
+    let named: Vec<&str> =
+        conflicts["items"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
+    assert_eq!(named.len(), 2, "{named:?}");
+    assert!(named[0].starts_with("export/east/llm/web: PortConflict"), "{named:?}");
+    assert!(named[1].starts_with("export/west/llm/web: PortConflict"), "{named:?}");
+    let skew = check("clock skew");
+    assert_eq!(skew["status"], "problem");
+    assert_eq!(skew["items"].as_array().unwrap().len(), 1, "{skew}");
+    let ahead = skew["items"][0].as_str().unwrap();
+    assert!(ahead.contains(&crate::support::pool_id("ahead")), "{ahead}");
+    assert!(
+        ahead.contains("written by reg-test 9m ahead of this clock")
+            || ahead.contains("written by reg-test 10m ahead of this clock"),
+        "{ahead}"
+    );
+    let backlog = check("ttl backlog");
+    assert_eq!(backlog["status"], "problem");
+    let named = backlog["items"][0].as_str().unwrap();
+    assert!(
+        named.starts_with(&format!(
+            "pool/{} (item of us-east-1): ttl passed 10d ago",
+            crate::support::pool_id("stale")
+        )),
+        "{named}"
+    );
+    for ok in ["schema", "ttl", "stream", "changes index", "unreadable items", "orphaned exports"] {
+        assert_eq!(check(ok)["status"], "ok", "{ok}");
+    }
+}
