@@ -60,9 +60,16 @@ impl ExpiryGuard {
         self.held_since.is_some()
     }
 
-    /// Judges `due` expiries at `now_ms` with `live` leases served (the due
-    /// ones included).
-    pub fn judge(&mut self, now_ms: u64, due: usize, live: usize) -> Verdict {
+    /// The window waves are counted over.
+    pub fn window_ms(&self) -> u64 {
+        self.policy.window_ms
+    }
+
+    /// Judges `due` expiries at `now_ms`, with `soon` leases (the due ones
+    /// included) ending within the window ahead and `live` leases served
+    /// (the due ones included). Leases end one by one even in a stall, so the
+    /// wave counts those about to end as well as those that just did.
+    pub fn judge(&mut self, now_ms: u64, due: usize, soon: usize, live: usize) -> Verdict {
         let horizon = now_ms.saturating_sub(self.policy.window_ms);
         while self.recent.front().is_some_and(|t| *t < horizon) {
             self.recent.pop_front();
@@ -77,7 +84,7 @@ impl ExpiryGuard {
                 self.released_at = Some(now_ms);
                 return Verdict::Expire;
             }
-            if self.is_wave(due, live) {
+            if self.is_wave(soon.max(due), live) {
                 return Verdict::Hold { since_ms, started: false };
             }
             self.held_since = None;
@@ -85,7 +92,7 @@ impl ExpiryGuard {
         }
         let cooling =
             self.released_at.is_some_and(|t| now_ms.saturating_sub(t) < self.policy.window_ms);
-        if !cooling && self.is_wave(due, live) {
+        if !cooling && self.is_wave(soon.max(due), live) {
             self.held_since = Some(now_ms);
             return Verdict::Hold { since_ms: now_ms, started: true };
         }
@@ -97,8 +104,8 @@ impl ExpiryGuard {
         self.recent.extend(std::iter::repeat_n(now_ms, count));
     }
 
-    fn is_wave(&self, due: usize, live: usize) -> bool {
-        let wave = self.recent.len() + due;
+    fn is_wave(&self, ending: usize, live: usize) -> bool {
+        let wave = self.recent.len() + ending;
         let base = live + self.recent.len();
         wave >= self.policy.min_count && (wave as f64) > self.policy.threshold * base as f64
     }
@@ -120,44 +127,53 @@ mod tests {
     #[test]
     fn a_lone_expiry_is_never_held() {
         let mut g = guard();
-        assert_eq!(g.judge(0, 1, 1), Verdict::Expire);
+        assert_eq!(g.judge(0, 1, 1, 1), Verdict::Expire);
         let mut strict = ExpiryGuard::new(HoldPolicy {
             threshold: 0.0,
             min_count: 0,
             window_ms: 10_000,
             max_hold_ms: 1,
         });
-        assert_eq!(strict.judge(0, 1, 1), Verdict::Expire, "min_count is at least 2");
+        assert_eq!(strict.judge(0, 1, 1, 1), Verdict::Expire, "min_count is at least 2");
     }
 
     #[test]
     fn a_wave_is_held_then_released_at_the_maximum() {
         let mut g = guard();
-        assert_eq!(g.judge(1_000, 6, 10), Verdict::Hold { since_ms: 1_000, started: true });
+        assert_eq!(g.judge(1_000, 6, 6, 10), Verdict::Hold { since_ms: 1_000, started: true });
         assert!(g.is_holding());
-        assert_eq!(g.judge(20_000, 8, 10), Verdict::Hold { since_ms: 1_000, started: false });
-        assert_eq!(g.judge(31_000, 8, 10), Verdict::Expire, "released after the maximum");
+        assert_eq!(g.judge(20_000, 8, 8, 10), Verdict::Hold { since_ms: 1_000, started: false });
+        assert_eq!(g.judge(31_000, 8, 8, 10), Verdict::Expire, "released after the maximum");
         g.expired(31_000, 8);
         assert!(!g.is_holding());
-        assert_eq!(g.judge(32_000, 2, 2), Verdict::Expire, "no new hold right after a release");
+        assert_eq!(g.judge(32_000, 2, 2, 2), Verdict::Expire, "no new hold right after a release");
     }
 
     #[test]
     fn a_wave_spread_over_the_window_is_counted() {
         let mut g = guard();
         for t in 0..2u64 {
-            assert_eq!(g.judge(t * 1_000, 1, 10 - t as usize), Verdict::Expire, "small so far");
+            assert_eq!(g.judge(t * 1_000, 1, 1, 10 - t as usize), Verdict::Expire, "small so far");
             g.expired(t * 1_000, 1);
         }
         // 2 recent + 4 due = 6 of (8 live + 2 recent): over half.
-        assert!(matches!(g.judge(2_000, 4, 8), Verdict::Hold { .. }));
+        assert!(matches!(g.judge(2_000, 4, 4, 8), Verdict::Hold { .. }));
+    }
+
+    #[test]
+    fn leases_about_to_end_count_toward_the_wave() {
+        let mut g = guard();
+        // One lease due now, but 5 more of 10 end within the window: a stall.
+        assert!(matches!(g.judge(0, 1, 6, 10), Verdict::Hold { started: true, .. }));
+        let mut g = guard();
+        assert_eq!(g.judge(0, 1, 1, 10), Verdict::Expire, "nothing else ending soon");
     }
 
     #[test]
     fn renewals_during_a_hold_end_it() {
         let mut g = guard();
-        assert!(matches!(g.judge(0, 6, 10), Verdict::Hold { .. }));
-        assert_eq!(g.judge(1_000, 1, 10), Verdict::Expire, "most leases were renewed");
+        assert!(matches!(g.judge(0, 6, 6, 10), Verdict::Hold { .. }));
+        assert_eq!(g.judge(1_000, 1, 1, 10), Verdict::Expire, "most leases were renewed");
         assert!(!g.is_holding());
     }
 
@@ -169,6 +185,6 @@ mod tests {
             window_ms: 10_000,
             max_hold_ms: 30_000,
         });
-        assert_eq!(g.judge(0, 10, 10), Verdict::Expire);
+        assert_eq!(g.judge(0, 10, 10, 10), Verdict::Expire);
     }
 }

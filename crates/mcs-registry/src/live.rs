@@ -134,16 +134,20 @@ impl LiveView {
     /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let (due, live) = {
+        let (due, soon, live) = {
             let view = self.read();
             match view.next_deadline() {
-                Some(deadline) if deadline <= now => (view.due_expiries(now), view.live_leases()),
-                _ => (0, 0),
+                Some(deadline) if deadline <= now => {
+                    let window = self.guard.lock().unwrap_or_else(|p| p.into_inner()).window_ms();
+                    let soon = view.due_expiries(now.saturating_add(window));
+                    (view.due_expiries(now), soon, view.live_leases())
+                }
+                _ => (0, 0, 0),
             }
         };
         let verdict = {
             let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
-            let verdict = guard.judge(now, due, live);
+            let verdict = guard.judge(now, due, soon, live);
             self.holding.store(guard.is_holding(), Ordering::SeqCst);
             verdict
         };
@@ -197,6 +201,11 @@ impl LiveView {
             }
         }
         metrics::gauge!(m::VIEW_COMPLETE).set(if self.is_complete() { 1.0 } else { 0.0 });
+    }
+
+    /// Whether expiries are being held back.
+    pub fn is_holding(&self) -> bool {
+        self.holding.load(Ordering::SeqCst)
     }
 
     /// Whether the first full read has succeeded.

@@ -58,7 +58,9 @@ impl Reader {
             }
             self.view.expire_due();
             let mut wake = next_poll;
-            if let Some(deadline) = self.view.next_deadline() {
+            // While expiries are held, their deadlines are past: wake for
+            // the next poll, not in a busy loop.
+            if let Some(deadline) = self.view.next_deadline().filter(|_| !self.view.is_holding()) {
                 let wall = self.view.clock().now_ms();
                 let until = Duration::from_millis(deadline.saturating_sub(wall));
                 wake = wake.min(tokio::time::Instant::now() + until);
@@ -98,18 +100,32 @@ impl Reader {
         };
         metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => "ok").increment(1);
         self.registrar.observe_all(&records);
+        // Records older than what the last delta poll reached, and newer than
+        // what the view holds, are ones the delta polls missed (they reached
+        // this replica later than the lookback allows).
+        let reached = self.watermark_ms.saturating_sub(self.config.lookback_ms);
+        let missed = if full && self.last_full.is_some() {
+            let view = self.view.read();
+            records
+                .iter()
+                .filter(|r| r.changed_at_ms < reached)
+                .filter(|r| view.record(&r.key).is_none_or(|held| r.supersedes(held)))
+                .count()
+        } else {
+            0
+        };
         // The watermark is this reader's clock at the start of the last
         // successful poll, not the newest changed_at it saw: a writer whose
         // clock runs ahead must not push it past writes still to come.
         self.watermark_ms = read_started_ms;
         if full {
-            let first = self.last_full.is_none();
             let resync = self.view.replace_all(records, read_started_ms);
-            if !first && resync.applied > 0 {
-                metrics::counter!(m::LATE_ARRIVALS).increment(resync.applied as u64);
+            if missed > 0 {
+                metrics::counter!(m::LATE_ARRIVALS).increment(missed as u64);
                 tracing::warn!(
-                    late = resync.applied,
-                    "full read found records the delta polls missed"
+                    late = missed,
+                    lookback_ms = self.config.lookback_ms,
+                    "full read found records the delta polls missed; consider a longer --lookback-ms"
                 );
             }
             if resync.dropped > 0 {
