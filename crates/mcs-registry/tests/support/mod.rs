@@ -150,3 +150,11 @@ pub fn dynamo_args(endpoint: &str, table: &str) -> Vec<String> {
     .map(str::to_owned)
     .to_vec()
 }
+
+impl RegistryProcess {
+    /// Kills the process with SIGKILL (no shutdown, no draining) and reaps
+    /// it.
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("SIGKILL and reap");
+    }
+}
