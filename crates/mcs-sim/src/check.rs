@@ -1,0 +1,371 @@
+//! The invariants, checked after every event (what a view serves) and at
+//! quiescence (what every view converged to).
+//!
+//! What a view "could know": every image a registrar process has read
+//! (delta poll, full read) or written is an acknowledged write, since only
+//! an accepted conditional write stores an image. So the newest version it
+//! has read of a key is the newest acknowledged write it knows of.
+//!
+//! The fair comparison at quiescence: the views did their full reads at
+//! their own skewed clocks, so each is first advanced to one common instant
+//! `T1` = quiescence + the largest clock offset, at or after every view's
+//! own now. Liveness only decays with time, so after `advance(T1)` every
+//! view serves exactly the records live at `T1` — a moment at which the
+//! leases of relays heartbeating until quiescence are still live. Then all
+//! are advanced to `T2`, past every lease, where only tombstones and expired
+//! records remain and the winning records themselves are compared.
+//!
+//! With `strict_leases`, the views are also compared at every instant
+//! between `T1` and `T2` (sections only change at lease deadlines, so after
+//! each deadline), and the winners' leases must be equal: the guarantee that
+//! replicas holding the same items serve the same fingerprint (DESIGN §10),
+//! at every moment rather than at two.
+
+use crate::registrar::Process;
+use crate::relay::Relay;
+use crate::world::{World, describe};
+use mcs_core::{Body, Key, Record, View};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// An invariant of the registry's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// 1. Replicas converge, and after quiescence every view has the same
+    ///    fingerprint for every section and the same winner for every key.
+    Converged,
+    /// 2. No acknowledged write is lost: the final winner of a key is at
+    ///    least as new as every acknowledged write of it.
+    NoLostWrite,
+    /// 3. No withdrawn record is resurrected: after an acknowledged
+    ///    tombstone, the final winner is a tombstone or a newer version.
+    NoResurrection,
+    /// 4. No view serves a record older than an acknowledged write it has
+    ///    read; the served pools are exactly the live winners; at
+    ///    quiescence the winner is the newest acknowledged write.
+    NoStaleServe,
+    /// DESIGN §10: an older generation never replaces a newer one in a
+    ///    replica (checked on every write and every delivery).
+    ReplicaMonotone,
+    /// The simulation itself panicked.
+    Panicked,
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Invariant::Converged => "1 (views and replicas converge)",
+            Invariant::NoLostWrite => "2 (no acknowledged write lost)",
+            Invariant::NoResurrection => "3 (no withdrawn record resurrected)",
+            Invariant::NoStaleServe => {
+                "4 (nothing served older than an acknowledged write it read)"
+            }
+            Invariant::ReplicaMonotone => {
+                "replica monotone (no older generation replaces a newer one)"
+            }
+            Invariant::Panicked => "the simulation panicked",
+        })
+    }
+}
+
+/// A broken invariant and what broke it.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Which invariant.
+    pub invariant: Invariant,
+    /// What was seen.
+    pub detail: String,
+}
+
+fn violation(invariant: Invariant, detail: String) -> Result<(), Violation> {
+    Err(Violation { invariant, detail })
+}
+
+/// Invariant 4 on the ready views of `slots` (all when `None`), each at its
+/// own clock.
+pub(crate) fn serving(world: &mut World, slots: Option<usize>) -> Result<(), Violation> {
+    let skew = world.params.skew_allowance_ms;
+    for (slot, s) in world.slots.iter_mut().enumerate() {
+        if slots.is_some_and(|only| only != slot) {
+            continue;
+        }
+        let Some(process) = s.process.as_mut().filter(|p| p.ready) else {
+            continue;
+        };
+        let now = process.now(world.t);
+        process.view.advance(now);
+        check_served(process, &world.relays, now, skew, slot)?;
+    }
+    Ok(())
+}
+
+/// The served pools are exactly the live winners, and no served winner is
+/// older than what the process has read.
+fn check_served(
+    p: &Process,
+    relays: &[Relay],
+    now: u64,
+    skew: u64,
+    slot: usize,
+) -> Result<(), Violation> {
+    for relay in relays {
+        let served = p.view.pools().get(relay.pool_id());
+        let winner = p.merged.get(&relay.key);
+        let expected = winner.filter(|r| r.is_live(now, skew)).and_then(|r| match &r.body {
+            Body::Pool(pool) => Some(pool),
+            _ => None,
+        });
+        if served != expected {
+            return violation(
+                Invariant::NoStaleServe,
+                format!(
+                    "registrar {slot} serves {} for {} but its winner is {}",
+                    if served.is_some() { "a pool" } else { "nothing" },
+                    relay.key,
+                    winner.map_or("none".into(), describe),
+                ),
+            );
+        }
+        let Some(winner) = winner.filter(|_| served.is_some()) else {
+            continue;
+        };
+        if let Some(known) = p.known.get(&relay.key)
+            && winner.version < *known
+        {
+            return violation(
+                Invariant::NoStaleServe,
+                format!(
+                    "registrar {slot} serves {} at {} although it has read the acknowledged {known}",
+                    relay.key, winner.version
+                ),
+            );
+        }
+        if let Some(tombstone) = p.known_tombstone.get(&relay.key)
+            && winner.version <= *tombstone
+        {
+            return violation(
+                Invariant::NoStaleServe,
+                format!(
+                    "registrar {slot} serves {} at {} although it has read its withdrawal at {tombstone}",
+                    relay.key, winner.version
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether two winners are the same write: same version and content, and
+/// with `strict_leases` the same lease. They may differ in `changed_at_ms`
+/// (and, unless strict, in the lease): a registrar applies an acknowledged
+/// renewal to its own view even when its conditional write did not store
+/// it (a renewal that extends nothing), so its view can hold an image no
+/// replica has. Counted in `view_only_images`.
+fn same_winner(a: Option<&Record>, b: Option<&Record>, strict_leases: bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            (&a.version, &a.owner, &a.body) == (&b.version, &b.owner, &b.body)
+                && (!strict_leases || a.lease_until_ms == b.lease_until_ms)
+        }
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+fn same_sections(
+    reference: &[(&'static str, String); 5],
+    first_slot: usize,
+    view: &View,
+    slot: usize,
+    at: &str,
+) -> Result<(), Violation> {
+    for ((section, fingerprint), (_, theirs)) in reference.iter().zip(fingerprints(view)) {
+        if *fingerprint != theirs {
+            return violation(
+                Invariant::Converged,
+                format!(
+                    "at {at}, section {section}: registrar {first_slot} serves {fingerprint}, \
+                     registrar {slot} serves {theirs} (its pools: {:?})",
+                    view.pools().values().map(|p| p.pool_key.dgd_name.as_str()).collect::<Vec<_>>()
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn fingerprints(view: &View) -> [(&'static str, String); 5] {
+    [
+        ("pools", view.pools().fingerprint()),
+        ("routers", view.routers().fingerprint()),
+        ("clusters", view.clusters().fingerprint()),
+        ("exports", view.exports().fingerprint()),
+        ("imports", view.imports().fingerprint()),
+    ]
+}
+
+/// Invariants 1–4 once everything is delivered and every view has read
+/// its whole replica (the replicas are already known to be equal).
+pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<(), Violation> {
+    let skew = world.params.skew_allowance_ms;
+    let t1 = world.t + world.params.max_offset_ms;
+    let keys: Vec<Key> = world.relays.iter().map(|r| r.key.clone()).collect();
+    let expected: BTreeMap<&Key, Record> = keys
+        .iter()
+        .filter_map(|k| world.tables[0].merged(k, world.rules.merge).map(|r| (k, r)))
+        .collect();
+    let t2 = world.tables[0]
+        .items()
+        .filter_map(|(_, item)| item.record.lease_until_ms)
+        .map(|until| until + skew + 1)
+        .max()
+        .unwrap_or(t1)
+        .max(t1);
+    let mut processes: Vec<(usize, &mut Process)> = world
+        .slots
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, s)| s.process.as_mut().map(|p| (i, p)))
+        .collect();
+
+    for (slot, p) in processes.iter_mut() {
+        p.view.advance(t1);
+        for key in &keys {
+            let held = p.merged.get(key);
+            if let Some(max) = world.acks.max.get(key) {
+                match held {
+                    None => {
+                        return violation(
+                            Invariant::NoLostWrite,
+                            format!(
+                                "registrar {slot} holds nothing for {key}; {max} was acknowledged"
+                            ),
+                        );
+                    }
+                    Some(r) if r.version < *max => {
+                        return violation(
+                            Invariant::NoLostWrite,
+                            format!(
+                                "registrar {slot} ends with {} for {key}; the acknowledged {max} is lost",
+                                describe(r)
+                            ),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            if let (Some(tombstone), Some(r)) = (world.acks.max_tombstone.get(key), held)
+                && !r.is_tombstone()
+                && r.version <= *tombstone
+            {
+                return violation(
+                    Invariant::NoResurrection,
+                    format!(
+                        "registrar {slot} ends with {} for {key}, withdrawn at the acknowledged {tombstone}",
+                        describe(r)
+                    ),
+                );
+            }
+        }
+        check_served(p, &world.relays, t1, skew, *slot)?;
+        for key in &keys {
+            let held = p.merged.get(key).map(|r| &r.version);
+            let max = world.acks.max.get(key);
+            if held != max {
+                return violation(
+                    Invariant::NoStaleServe,
+                    format!(
+                        "registrar {slot} ends with {held:?} for {key} but the newest acknowledged write is {max:?}"
+                    ),
+                );
+            }
+        }
+    }
+
+    // Compares every view's winners with the replicas', and (with
+    // `sections`) every view's section fingerprints with the first view's.
+    let compare = |processes: &[(usize, &mut Process)],
+                   at: &str,
+                   leases: bool,
+                   sections: bool|
+     -> Result<(), Violation> {
+        let Some((first_slot, first)) = processes.first() else {
+            return Ok(());
+        };
+        let reference = if sections { fingerprints(&first.view) } else { Default::default() };
+        for (slot, p) in processes {
+            for key in &keys {
+                let held = p.merged.get(key);
+                if !same_winner(held, expected.get(key), leases) || p.view.record(key) != held {
+                    return violation(
+                        Invariant::Converged,
+                        format!(
+                            "at {at}, registrar {slot} holds {} for {key} (its view: {}); the replicas' winner is {}",
+                            held.map_or("none".into(), describe),
+                            p.view.record(key).map_or("none".into(), describe),
+                            expected.get(key).map_or("none".into(), describe),
+                        ),
+                    );
+                }
+            }
+            if !sections {
+                continue;
+            }
+            same_sections(&reference, *first_slot, &p.view, *slot, at)?;
+            if p.view.pools().fingerprint() != p.view.pools().fingerprint_from_scratch() {
+                return violation(
+                    Invariant::Converged,
+                    format!(
+                        "at {at}, registrar {slot}'s incremental pools fingerprint differs from its items'"
+                    ),
+                );
+            }
+        }
+        Ok(())
+    };
+    compare(&processes, "T1 (leases live)", false, true)?;
+    if strict_leases {
+        // Sections change only at lease deadlines: comparing after each one
+        // compares what every view serves at every instant until T2.
+        while let Some(next) = processes.iter().filter_map(|(_, p)| p.view.next_deadline()).min() {
+            for (_, p) in processes.iter_mut() {
+                p.view.advance(next);
+            }
+            if let Some((first_slot, first)) = processes.first() {
+                let reference = fingerprints(&first.view);
+                let at = format!("{} ms past T1", next - t1);
+                for (slot, p) in &processes {
+                    same_sections(&reference, *first_slot, &p.view, *slot, &at)?;
+                }
+            }
+        }
+    }
+    let view_only_images = processes
+        .iter()
+        .flat_map(|(_, p)| keys.iter().filter(|k| p.merged.get(*k) != expected.get(*k)))
+        .count();
+    let live_pools = processes.first().map_or(0, |(_, p)| p.view.pools().len());
+
+    for (slot, p) in processes.iter_mut() {
+        p.view.advance(t2);
+        if !p.view.pools().is_empty() {
+            return violation(
+                Invariant::NoStaleServe,
+                format!(
+                    "registrar {slot} still serves {} pools past every lease",
+                    p.view.pools().len()
+                ),
+            );
+        }
+    }
+    // Every view serves nothing at T2 (checked just above), so equal section
+    // fingerprints there would prove nothing: T2 compares the winners, which
+    // are now only tombstones and expired records.
+    compare(&processes, "T2 (past every lease)", strict_leases, false)?;
+
+    world.stats.views_compared += processes.len() as u64;
+    world.stats.view_only_images += view_only_images as u64;
+    world.stats.keys_compared += expected.len() as u64;
+    world.stats.live_pools_compared += live_pools as u64;
+    world.stats.final_tombstones += expected.values().filter(|r| r.is_tombstone()).count() as u64;
+    Ok(())
+}

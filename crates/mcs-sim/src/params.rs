@@ -1,0 +1,101 @@
+//! The shape of one schedule, drawn from its seed.
+
+use crate::rng::Rng;
+
+/// True time when a schedule starts: 2026-01-01T00:00:00Z in epoch
+/// milliseconds, so HLC generations (`now_ms << 16`) have realistic size.
+pub const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// Everything fixed for one schedule.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Number of regions (2–3).
+    pub regions: usize,
+    /// The region of each registrar slot (1–2 per region).
+    pub registrar_regions: Vec<usize>,
+    /// Number of pool keys the relays contend on.
+    pub pools: usize,
+    /// Lease each registrar grants, per slot (equal unless drift is on).
+    pub lease_ms: Vec<u64>,
+    /// Relays heartbeat this often (3–5 s against 10 s leases: the longer,
+    /// the closer a late heartbeat comes to expiry).
+    pub heartbeat_ms: u64,
+    /// The views' skew allowance.
+    pub skew_allowance_ms: u64,
+    /// Registrar clocks are off true time by at most this much.
+    pub max_offset_ms: u64,
+    /// How far behind its watermark a delta poll reaches.
+    pub lookback_ms: u64,
+    /// Events processed before quiescing.
+    pub steps: usize,
+    /// Chance (‰) a replication delivery is lost and retried later.
+    pub loss_per_mille: u32,
+    /// Chance (‰) a delivered change is delivered again later.
+    pub duplicate_per_mille: u32,
+    /// Chance (‰) a request is also sent again, arriving late.
+    pub late_request_per_mille: u32,
+    /// Chance (‰) a poll is a full read.
+    pub full_read_per_mille: u32,
+}
+
+/// Knobs the caller sets for all schedules of a run: variations of the
+/// registrar's model, to try a suspected problem or a proposed fix.
+#[derive(Debug, Clone, Copy)]
+pub struct Knobs {
+    /// Let registrars grant different lease durations (a rolling deploy
+    /// that changes `--lease-duration`).
+    pub lease_drift: bool,
+    /// Apply to the registrar's own view only what its conditional write
+    /// stored, instead of every acknowledged record (the registrar applies
+    /// a renewal that extended nothing, and so was not stored, too).
+    pub view_applies_stored_only: bool,
+    /// Write `changed_at = max(now, changed_at of the view's record + 1)`,
+    /// as the registrar does (commit 14b8c9a); else `changed_at = now`.
+    pub changed_at_after_view: bool,
+}
+
+impl Default for Knobs {
+    /// The registrar as it is.
+    fn default() -> Self {
+        Self { lease_drift: false, view_applies_stored_only: false, changed_at_after_view: true }
+    }
+}
+
+impl Params {
+    /// Draws a schedule's shape.
+    pub fn draw(rng: &mut Rng, knobs: Knobs) -> Self {
+        let regions = rng.range(2, 3) as usize;
+        let mut registrar_regions = Vec::new();
+        for region in 0..regions {
+            for _ in 0..rng.range(1, 2) {
+                registrar_regions.push(region);
+            }
+        }
+        let base_lease = 10_000;
+        let lease_ms = registrar_regions
+            .iter()
+            .map(|_| {
+                if knobs.lease_drift && rng.per_mille(500) {
+                    base_lease + 5_000
+                } else {
+                    base_lease
+                }
+            })
+            .collect();
+        Self {
+            regions,
+            registrar_regions,
+            pools: rng.range(1, 3) as usize,
+            lease_ms,
+            heartbeat_ms: [3_000, 3_000, 4_000, 5_000][rng.index(4)],
+            skew_allowance_ms: 1_000,
+            max_offset_ms: 500,
+            lookback_ms: if rng.per_mille(300) { 1_000 } else { 10_000 },
+            steps: rng.range(40, 260) as usize,
+            loss_per_mille: rng.range(0, 200) as u32,
+            duplicate_per_mille: rng.range(0, 50) as u32,
+            late_request_per_mille: rng.range(0, 120) as u32,
+            full_read_per_mille: rng.range(30, 200) as u32,
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! A registry process as the simulation runs it: its clock, its HLC, its
+//! [`View`] fed by polls of its region's replica, and the write path of
+//! `mcs-registry`'s registrar (judge against the view, then one conditional
+//! write of this region's item).
+//!
+//! ```text
+//!  request ─► changed_at = max(now, view's changed_at + 1)
+//!          ─► version (client's, reused on a heartbeat, or HLC)
+//!          ─► rules.write(view's winner) ─► rules.write(local item (key, region))
+//!          ─► Apply/Renew: store, apply to the view, acknowledge
+//!          ─► Stale: observe; an HLC write retries once with a fresh generation
+//! ```
+//!
+//! Beside the real `View` the process keeps `merged`, the winner of every
+//! key by the schedule's merge rule. With the real rule the two always agree
+//! (counted in `view_rebuilds`, which stays 0); with a broken merge rule the
+//! view is rebuilt from `merged`, so the fingerprints come from a real `View`
+//! that holds what the broken rule chose.
+
+use crate::params::Knobs;
+use crate::rules::Rules;
+use crate::stats::Stats;
+use crate::table::Table;
+use mcs_core::rules::renewal_extends;
+use mcs_core::{Body, Hlc, Key, Record, Version, View, WriteDecision};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a client asked a registrar to write.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    /// The record's key.
+    pub key: Key,
+    /// The payload (a tombstone to withdraw).
+    pub body: Body,
+    /// The client's incarnation, if it sent one.
+    pub incarnation: Option<String>,
+    /// The client's own generation, if it sent one.
+    pub generation: Option<u64>,
+}
+
+/// A registrar's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Acknowledged: the conditional write accepted this record (stored
+    /// unless it renews the stored version without extending its lease).
+    Ok(Box<Record>),
+    /// Refused: a newer version is held.
+    Stale(Version),
+    /// Refused: another incarnation holds the live lease until `until_ms`,
+    /// judged at the registrar's `now_ms`.
+    Owned {
+        /// When the lease ends, by the lease's writer's clock.
+        until_ms: u64,
+        /// The registrar's clock when it refused.
+        now_ms: u64,
+    },
+    /// Nothing to withdraw.
+    NotFound,
+    /// The registrar is down or has not finished its first full read.
+    Unavailable,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The answer to the client.
+    pub reply: Reply,
+    /// Whether the conditional write accepted it (Apply or Renew).
+    pub acked: bool,
+    /// The image the conditional write stored in this region's item, if any.
+    pub stored: Option<Record>,
+}
+
+impl Written {
+    /// An answer without a write.
+    fn answer(reply: Reply) -> Self {
+        Self { reply, acked: false, stored: None }
+    }
+}
+
+/// Where and when a write happens.
+#[derive(Debug, Clone, Copy)]
+pub struct Site<'a> {
+    /// The replica of the registrar's region.
+    pub table: &'a Table,
+    /// The registrar's region: the origin of the items it writes.
+    pub region: usize,
+    /// True time.
+    pub t: u64,
+    /// The rules of the schedule.
+    pub rules: &'a Rules,
+    /// The variations of the registrar's model in force.
+    pub knobs: Knobs,
+}
+
+/// One running registry process.
+#[derive(Debug)]
+pub struct Process {
+    /// Breaks generation ties; random per process unless configured.
+    pub writer_id: String,
+    /// Which process of its slot this is.
+    pub epoch: u32,
+    /// Its clock minus true time.
+    pub offset_ms: i64,
+    /// Whether the first full read is done (it serves only then).
+    pub ready: bool,
+    /// The lease this process grants.
+    pub lease_ms: u64,
+    skew_ms: u64,
+    hlc: Hlc,
+    /// The served view.
+    pub view: View,
+    /// The winner of every key by the schedule's merge rule.
+    pub merged: BTreeMap<Key, Record>,
+    watermark_ms: u64,
+    /// The highest version of every key this process has read or written:
+    /// every stored image is an acknowledged write, so this is the newest
+    /// acknowledged write it could know of.
+    pub known: BTreeMap<Key, Version>,
+    /// The highest tombstone version of every key it has read or written.
+    pub known_tombstone: BTreeMap<Key, Version>,
+}
+
+fn raise(map: &mut BTreeMap<Key, Version>, key: &Key, version: &Version) {
+    match map.get_mut(key) {
+        Some(held) if *held >= *version => {}
+        Some(held) => *held = version.clone(),
+        None => {
+            map.insert(key.clone(), version.clone());
+        }
+    }
+}
+
+impl Process {
+    /// A fresh process: empty HLC and view, not ready.
+    pub fn new(writer_id: String, epoch: u32, offset_ms: i64, lease_ms: u64, skew_ms: u64) -> Self {
+        Self {
+            writer_id,
+            epoch,
+            offset_ms,
+            ready: false,
+            lease_ms,
+            skew_ms,
+            hlc: Hlc::new(),
+            view: View::new(skew_ms),
+            merged: BTreeMap::new(),
+            watermark_ms: 0,
+            known: BTreeMap::new(),
+            known_tombstone: BTreeMap::new(),
+        }
+    }
+
+    /// The process's clock at true time `t`.
+    pub fn now(&self, t: u64) -> u64 {
+        t.saturating_add_signed(self.offset_ms)
+    }
+
+    /// Merges one record read or written at `now`.
+    pub fn ingest(&mut self, record: Record, now: u64, rules: &Rules, stats: &mut Stats) {
+        let key = record.key.clone();
+        raise(&mut self.known, &key, &record.version);
+        if record.is_tombstone() {
+            raise(&mut self.known_tombstone, &key, &record.version);
+        }
+        let replace = self.merged.get(&key).is_none_or(|held| (rules.merge)(&record, held));
+        if replace {
+            self.view.apply(record.clone(), now);
+            self.merged.insert(key.clone(), record);
+        } else {
+            self.view.apply(record, now);
+        }
+        self.sync(std::iter::once(&key), now, stats);
+    }
+
+    /// A delta poll of `table`: what changed since the watermark minus the
+    /// lookback.
+    pub fn delta_poll(
+        &mut self,
+        table: &Table,
+        lookback_ms: u64,
+        t: u64,
+        rules: &Rules,
+        stats: &mut Stats,
+    ) {
+        let now = self.now(t);
+        let records = table.read_changed_since(self.watermark_ms.saturating_sub(lookback_ms));
+        self.observe_all(&records);
+        for record in records {
+            self.ingest(record, now, rules, stats);
+        }
+    }
+
+    /// A full read of `table`, replacing the view's state; makes the process ready.
+    pub fn full_read(&mut self, table: &Table, t: u64, rules: &Rules, stats: &mut Stats) {
+        let now = self.now(t);
+        let records = table.read_all();
+        self.observe_all(&records);
+        let resync = self.view.replace_all(records.clone(), now, now);
+        stats.records_dropped += resync.dropped as u64;
+        let mut seen = BTreeSet::new();
+        for record in records {
+            seen.insert(record.key.clone());
+            raise(&mut self.known, &record.key, &record.version);
+            if record.is_tombstone() {
+                raise(&mut self.known_tombstone, &record.key, &record.version);
+            }
+            let replace =
+                self.merged.get(&record.key).is_none_or(|held| (rules.merge)(&record, held));
+            if replace {
+                self.merged.insert(record.key.clone(), record);
+            }
+        }
+        self.merged.retain(|k, r| seen.contains(k) || r.changed_at_ms >= now);
+        let keys: Vec<Key> = self.merged.keys().chain(seen.iter()).cloned().collect();
+        self.sync(keys.iter(), now, stats);
+        self.ready = true;
+    }
+
+    fn observe_all(&mut self, records: &[Record]) {
+        for record in records {
+            self.hlc.observe(record.version.generation);
+            self.watermark_ms = self.watermark_ms.max(record.changed_at_ms);
+        }
+    }
+
+    /// Rebuilds the view from `merged` if it disagrees on any of `keys`.
+    fn sync<'a>(&mut self, keys: impl Iterator<Item = &'a Key>, now: u64, stats: &mut Stats) {
+        let mut differs = false;
+        for key in keys {
+            differs |= self.view.record(key) != self.merged.get(key);
+        }
+        if !differs {
+            return;
+        }
+        stats.view_rebuilds += 1;
+        let mut view = View::new(self.skew_ms);
+        for record in self.merged.values() {
+            view.apply(record.clone(), now);
+        }
+        self.view = view;
+    }
+
+    fn next_version(&mut self, now: u64) -> Version {
+        Version::new(self.hlc.next(now), self.writer_id.as_str())
+    }
+
+    /// The held version when `record` repeats what the view holds (a heartbeat).
+    fn unchanged_version(&self, record: &Record) -> Option<Version> {
+        let held = self.merged.get(&record.key)?;
+        if held.is_tombstone() || record.is_tombstone() {
+            return None;
+        }
+        (held.owner == record.owner && held.body == record.body).then(|| held.version.clone())
+    }
+
+    /// Writes `intent` at true time `t` into this region's item of `table`.
+    pub fn write(&mut self, intent: Intent, site: Site<'_>, stats: &mut Stats) -> Written {
+        let Site { table, region, t, rules, .. } = site;
+        let now = self.now(t);
+        let leased = !matches!(intent.body, Body::Tombstone);
+        let mut record = Record {
+            key: intent.key,
+            version: Version::new(0, ""),
+            owner: intent.incarnation.clone(),
+            lease_until_ms: leased.then(|| now + self.lease_ms),
+            changed_at_ms: now,
+            body: intent.body,
+        };
+        // As the registrar does: a write is later than the record its view
+        // holds, even when that record's writer had a clock ahead of ours.
+        if let Some(held) =
+            self.merged.get(&record.key).filter(|_| site.knobs.changed_at_after_view)
+        {
+            record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
+        }
+        let client_ordered = match (intent.generation, &intent.incarnation) {
+            (Some(generation), Some(incarnation)) => {
+                record.version = Version::new(generation, incarnation.as_str());
+                stats.client_ordered_writes += 1;
+                true
+            }
+            _ => {
+                record.version =
+                    self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
+                stats.hlc_writes += 1;
+                false
+            }
+        };
+        for attempt in 1..=2 {
+            let local = table.get(&record.key, region).map(|i| &i.record);
+            let (decision, by_view) =
+                match (rules.write)(self.merged.get(&record.key), &record, now) {
+                    WriteDecision::Apply | WriteDecision::Renew => {
+                        ((rules.write)(local, &record, now), false)
+                    }
+                    refusal => (refusal, true),
+                };
+            match decision {
+                WriteDecision::Apply | WriteDecision::Renew => {
+                    let store = match (&decision, local) {
+                        (WriteDecision::Renew, Some(stored)) => renewal_extends(stored, &record),
+                        _ => true,
+                    };
+                    stats.writes_acked += 1;
+                    if decision == WriteDecision::Renew {
+                        stats.renewals_acked += 1;
+                    }
+                    if record.is_tombstone() {
+                        stats.tombstones_acked += 1;
+                    }
+                    if store || !site.knobs.view_applies_stored_only {
+                        self.ingest(record.clone(), now, rules, stats);
+                    }
+                    return Written {
+                        stored: store.then(|| record.clone()),
+                        acked: true,
+                        reply: Reply::Ok(Box::new(record)),
+                    };
+                }
+                WriteDecision::Stale { stored } => {
+                    self.hlc.observe(stored.generation);
+                    if client_ordered || attempt == 2 {
+                        stats.refused_stale += 1;
+                        count_refusal(stats, by_view);
+                        return Written::answer(Reply::Stale(stored));
+                    }
+                    stats.hlc_retries += 1;
+                    record.version = self.next_version(now);
+                }
+                WriteDecision::Owned { owner, until_ms } => {
+                    stats.refused_owned += 1;
+                    count_refusal(stats, by_view);
+                    let fenced_by_view = self.merged.get(&record.key).is_some_and(|held| {
+                        held.owner.as_deref() == Some(owner.as_str()) && held.is_live(now, 0)
+                    });
+                    if !fenced_by_view {
+                        stats.owned_by_stale_item += 1;
+                    }
+                    return Written::answer(Reply::Owned { until_ms, now_ms: now });
+                }
+            }
+        }
+        unreachable!("the second attempt always returns")
+    }
+
+    /// Withdraws `key` (a tombstone), as `Registrar::withdraw` does: unknown
+    /// keys are `NotFound`; an already withdrawn key answers with its
+    /// tombstone unless the client orders a newer withdrawal.
+    pub fn withdraw(
+        &mut self,
+        key: Key,
+        incarnation: Option<String>,
+        generation: Option<u64>,
+        site: Site<'_>,
+        stats: &mut Stats,
+    ) -> Written {
+        let held =
+            self.merged.get(&key).cloned().or_else(|| site.table.merged(&key, site.rules.merge));
+        match held {
+            None => return Written::answer(Reply::NotFound),
+            Some(record) if record.is_tombstone() && generation.is_none() => {
+                return Written::answer(Reply::Ok(Box::new(record)));
+            }
+            Some(_) => {}
+        }
+        self.write(Intent { key, body: Body::Tombstone, incarnation, generation }, site, stats)
+    }
+}
+
+fn count_refusal(stats: &mut Stats, by_view: bool) {
+    if by_view {
+        stats.refused_by_view += 1;
+    } else {
+        stats.refused_by_item += 1;
+    }
+}

@@ -1,0 +1,159 @@
+//! The rules under test, pluggable so that a deliberately broken variant can
+//! be injected without touching mcs-core.
+//!
+//! ```text
+//!  registrar ── write rule ──► its region's item (key, origin)   (Rules::write)
+//!  replicator ─ replica rule ─► the same item in other regions  (Rules::replica)
+//!  reader ───── merge rule ───► one winner per key in the view   (Rules::merge)
+//! ```
+//!
+//! [`Rules::REAL`] is what the system runs: [`mcs_core::decide`] (with
+//! [`mcs_core::rules::renewal_extends`] for renewals), [`Record::supersedes`]
+//! and replicas that apply each item's images in its origin's commit order.
+
+use crate::table::Item;
+use mcs_core::{Record, WriteDecision};
+
+/// The conditional write rule: what a write of `new` over `stored` does at
+/// the writer's `now_ms`.
+pub type WriteRule = fn(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision;
+
+/// The view's merge rule: whether `incoming` replaces `held` as the key's
+/// winner.
+pub type MergeRule = fn(incoming: &Record, held: &Record) -> bool;
+
+/// The replication rule: whether a delivered `incoming` image of an item
+/// replaces the replica's `held` image of the same item.
+pub type ReplicaRule = fn(incoming: &Item, held: &Item) -> bool;
+
+/// One set of rules a schedule runs with.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    /// Shown in failures and reports.
+    pub name: &'static str,
+    /// The conditional write (also the registrar's judgement against its view).
+    pub write: WriteRule,
+    /// The view's merge.
+    pub merge: MergeRule,
+    /// The replica's last-writer-wins.
+    pub replica: ReplicaRule,
+}
+
+impl Rules {
+    /// The rules of mcs-core: [`mcs_core::decide`] for writes,
+    /// [`Record::supersedes`] for the view, and replicas that apply an
+    /// item's images in the order its origin committed them — what DynamoDB
+    /// global tables do for an item only one region writes.
+    pub const REAL: Rules = Rules {
+        name: "mcs-core",
+        write: mcs_core::decide,
+        merge: supersedes,
+        replica: lww_by_commit,
+    };
+
+    /// The rules of mcs-core with replicas that settle an item by
+    /// last-writer-wins on `(changed_at_ms, generation, writer)`, as the
+    /// multi-region test's replicator does. NOT sound: two registrars of one region write the
+    /// same item with their own skewed clocks, so `changed_at_ms` is not
+    /// monotone per item, and a newer image can lose to an older one.
+    pub const CHANGED_AT_REPLICATION: Rules = Rules {
+        name: "mcs-core, replicas by changed_at",
+        replica: lww_by_changed_at,
+        ..Rules::REAL
+    };
+
+    /// The rules of mcs-core with replicas that take an image when it
+    /// supersedes the held one (`(generation, writer)`, then write time).
+    pub const SUPERSEDES_REPLICATION: Rules = Rules {
+        name: "mcs-core, replicas by supersedes",
+        replica: lww_by_supersedes,
+        ..Rules::REAL
+    };
+
+    /// A proposed merge for mcs-core: equal versions ordered by lease end
+    /// first, as renewals are stored. The real `View` merges by
+    /// `supersedes`, so views are rebuilt from this rule's winners.
+    pub const LEASE_ORDER_MERGE: Rules = Rules {
+        name: "proposed: merge equal versions by lease end",
+        merge: supersedes_by_lease,
+        ..Rules::REAL
+    };
+
+    /// BROKEN on purpose: a write rule that orders by generation alone and
+    /// ignores tombstones, so a write at an equal or lower generation can
+    /// replace a tombstone (and an equal generation of another writer wins).
+    pub const BROKEN_TOMBSTONE_WRITE: Rules = Rules {
+        name: "broken: generation-only write ignoring tombstones",
+        write: generation_only_write,
+        ..Rules::REAL
+    };
+
+    /// BROKEN on purpose: a merge that lets any record replace a held
+    /// tombstone, whatever its version.
+    pub const BROKEN_TOMBSTONE_MERGE: Rules = Rules {
+        name: "broken: merge blind to tombstones",
+        merge: tombstone_blind_merge,
+        ..Rules::REAL
+    };
+}
+
+/// [`Record::supersedes`] as a merge rule.
+pub fn supersedes(incoming: &Record, held: &Record) -> bool {
+    incoming.supersedes(held)
+}
+
+/// Last-writer-wins on the item's write time, then generation, then writer
+/// (the order of the multi-region test's replicator).
+pub fn lww_by_changed_at(incoming: &Item, held: &Item) -> bool {
+    let key = |i: &Item| {
+        (i.record.changed_at_ms, i.record.version.generation, i.record.version.writer.clone())
+    };
+    key(incoming) > key(held)
+}
+
+/// A replica takes an image when it supersedes the held one: the order of
+/// [`Record::supersedes`], which a region's conditional writes only ever
+/// move forward in.
+pub fn lww_by_supersedes(incoming: &Item, held: &Item) -> bool {
+    incoming.record.supersedes(&held.record)
+}
+
+/// A merge that orders equal versions by lease end, then write time: the
+/// order [`mcs_core::rules::renewal_extends`] stores renewals in.
+pub fn supersedes_by_lease(incoming: &Record, held: &Record) -> bool {
+    let key = |r: &Record| (r.lease_until_ms, r.changed_at_ms);
+    match incoming.version.cmp(&held.version) {
+        std::cmp::Ordering::Equal => key(incoming) > key(held),
+        order => order == std::cmp::Ordering::Greater,
+    }
+}
+
+/// Last-writer-wins on the origin's commit order.
+pub fn lww_by_commit(incoming: &Item, held: &Item) -> bool {
+    incoming.commit > held.commit
+}
+
+/// The broken write rule: ownership as in mcs-core, then generation alone;
+/// a stored tombstone never refuses anything.
+pub fn generation_only_write(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision {
+    let Some(stored) = stored else {
+        return WriteDecision::Apply;
+    };
+    if stored.is_tombstone() {
+        return WriteDecision::Apply;
+    }
+    match mcs_core::decide(Some(stored), new, now_ms) {
+        WriteDecision::Owned { owner, until_ms } => WriteDecision::Owned { owner, until_ms },
+        decided => match new.version.generation.cmp(&stored.version.generation) {
+            std::cmp::Ordering::Greater => WriteDecision::Apply,
+            std::cmp::Ordering::Equal if decided == WriteDecision::Renew => WriteDecision::Renew,
+            std::cmp::Ordering::Equal => WriteDecision::Apply,
+            std::cmp::Ordering::Less => WriteDecision::Stale { stored: stored.version.clone() },
+        },
+    }
+}
+
+/// The broken merge rule: a held tombstone is replaced by anything.
+pub fn tombstone_blind_merge(incoming: &Record, held: &Record) -> bool {
+    held.is_tombstone() || incoming.supersedes(held)
+}

@@ -1,0 +1,74 @@
+//! The real rules over many seeded schedules.
+//!
+//! `MCS_SIM_SCHEDULES=<n>` runs n seeds (default 10,000); `MCS_SIM_SEED=<n>`
+//! replays one seed and prints its trace.
+
+use mcs_sim::{Options, Rules, run, run_many, run_traced, seeds_from_env};
+use std::time::Instant;
+
+#[test]
+fn ten_thousand_schedules() {
+    let seeds = seeds_from_env(10_000);
+    if let [seed] = seeds[..] {
+        let (outcome, trace) =
+            run_traced(seed, Rules::REAL, Options { trace: true, ..Options::default() });
+        eprintln!("seed {seed}, last {} events:\n  {}", trace.len(), trace.join("\n  "));
+        match outcome {
+            Ok(stats) => eprintln!("passed:\n{stats}"),
+            Err(failure) => panic!("{failure}"),
+        }
+        return;
+    }
+    let started = Instant::now();
+    let report = run_many(&seeds, Rules::REAL, Options::default(), false);
+    eprintln!("{} schedules in {:.2?}\n{}", report.ran, started.elapsed(), report.stats);
+    if let Some(failure) = report.failures.first() {
+        panic!(
+            "{} of {} schedules failed; the first:\n{failure}",
+            report.failures.len(),
+            report.ran
+        );
+    }
+    if report.ran < 10_000 {
+        return;
+    }
+    // The schedules must exercise the rules, or passing means nothing.
+    let stats = &report.stats;
+    for (name, value) in stats.fields() {
+        let may_be_zero = matches!(
+            name,
+            "view_rebuilds"
+                | "records_dropped"
+                | "owned_by_stale_item"
+                | "withdraw_not_found_while_live"
+                | "late_resurrections"
+                | "view_only_images"
+        );
+        assert!(may_be_zero || value > 0, "no schedule exercised {name}:\n{stats}");
+    }
+    assert_eq!(stats.view_rebuilds, 0, "a View disagreed with Record::supersedes");
+    assert_eq!(
+        stats.records_dropped, 0,
+        "a full read dropped a record although nothing deletes items"
+    );
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [3, 49, 480] {
+        let options = Options { trace: true, ..Options::default() };
+        let (first, first_trace) = run_traced(seed, Rules::REAL, options);
+        let (second, second_trace) = run_traced(seed, Rules::REAL, options);
+        assert_eq!(
+            first.map_err(|f| f.to_string()),
+            second.map_err(|f| f.to_string()),
+            "seed {seed}"
+        );
+        assert_eq!(first_trace, second_trace, "seed {seed}");
+        assert!(!first_trace.is_empty());
+    }
+    let broken = |seed| {
+        run(seed, Rules::BROKEN_TOMBSTONE_WRITE, Options::default()).map_err(|f| f.to_string())
+    };
+    assert_eq!(broken(35), broken(35));
+}
