@@ -182,11 +182,18 @@ impl Record {
     }
 
     /// Whether `self` should replace `stored` in a merged view: a higher
-    /// version, or the same version written later (a lease renewal).
+    /// version, or the same version with a later lease end, then a later
+    /// write time (a renewal). Equal versions are ordered by lease end first
+    /// because that is the order stores keep renewals in
+    /// ([`crate::rules::renewal_extends`]); ordering them by write time
+    /// alone let views holding the same items disagree on when a lease ends.
     pub fn supersedes(&self, stored: &Record) -> bool {
         match self.version.cmp(&stored.version) {
             std::cmp::Ordering::Greater => true,
-            std::cmp::Ordering::Equal => self.changed_at_ms > stored.changed_at_ms,
+            std::cmp::Ordering::Equal => {
+                (self.lease_until_ms, self.changed_at_ms)
+                    > (stored.lease_until_ms, stored.changed_at_ms)
+            }
             std::cmp::Ordering::Less => false,
         }
     }

@@ -183,6 +183,16 @@ mod tests {
     }
 
     #[test]
+    fn equal_versions_are_ordered_by_lease_end_then_write_time() {
+        let a = mk_pool("p", 5, "r1", None, Some(100));
+        let mut later_but_shorter = a.clone();
+        later_but_shorter.changed_at_ms += 10;
+        later_but_shorter.lease_until_ms = Some(99);
+        assert!(!later_but_shorter.supersedes(&a), "a renewal that ends sooner is not newer");
+        assert!(a.supersedes(&later_but_shorter));
+    }
+
+    #[test]
     fn supersedes_by_version_then_write_time() {
         let a = mk_pool("p", 5, "r1", None, Some(100));
         let mut renewed = a.clone();

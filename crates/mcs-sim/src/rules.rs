@@ -70,15 +70,6 @@ impl Rules {
         ..Rules::REAL
     };
 
-    /// A proposed merge for mcs-core: equal versions ordered by lease end
-    /// first, as renewals are stored. The real `View` merges by
-    /// `supersedes`, so views are rebuilt from this rule's winners.
-    pub const LEASE_ORDER_MERGE: Rules = Rules {
-        name: "proposed: merge equal versions by lease end",
-        merge: supersedes_by_lease,
-        ..Rules::REAL
-    };
-
     /// BROKEN on purpose: a write rule that orders by generation alone and
     /// ignores tombstones, so a write at an equal or lower generation can
     /// replace a tombstone (and an equal generation of another writer wins).
@@ -116,16 +107,6 @@ pub fn lww_by_changed_at(incoming: &Item, held: &Item) -> bool {
 /// move forward in.
 pub fn lww_by_supersedes(incoming: &Item, held: &Item) -> bool {
     incoming.record.supersedes(&held.record)
-}
-
-/// A merge that orders equal versions by lease end, then write time: the
-/// order [`mcs_core::rules::renewal_extends`] stores renewals in.
-pub fn supersedes_by_lease(incoming: &Record, held: &Record) -> bool {
-    let key = |r: &Record| (r.lease_until_ms, r.changed_at_ms);
-    match incoming.version.cmp(&held.version) {
-        std::cmp::Ordering::Equal => key(incoming) > key(held),
-        order => order == std::cmp::Ordering::Greater,
-    }
 }
 
 /// Last-writer-wins on the origin's commit order.

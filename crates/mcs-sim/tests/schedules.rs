@@ -72,3 +72,18 @@ fn a_seed_replays_exactly() {
     };
     assert_eq!(broken(35), broken(35));
 }
+
+/// Views holding the same items agree on every winner's lease and serve the
+/// same sections at every instant until the last lease ends (a regression
+/// test: equal versions were once merged by write time, not lease end).
+#[test]
+fn views_agree_on_leases_at_every_instant() {
+    let seeds: Vec<u64> = (1..=3_000).collect();
+    let options = Options { strict_leases: true, ..Options::default() };
+    let report = run_many(&seeds, Rules::REAL, options, false);
+    if let Some(failure) = report.failures.first() {
+        panic!("{} of {} failed; the first:\n{failure}", report.failures.len(), report.ran);
+    }
+    assert_eq!(report.ran, seeds.len() as u64);
+    assert!(report.stats.writes_acked > 0 && report.stats.renewals_acked > 0, "{}", report.stats);
+}
