@@ -16,11 +16,9 @@
 //! counted and ignored: nothing on the registry's write path deletes items.
 //!
 //! A link applies a delivery with a PutItem conditioned on the stored copy
-//! being older by `(changed_at_ms, gen, writer)`, so a delivery that lost a
+//! being older in the item's commit order (see `put_if_newer`), so a delivery that lost a
 //! race with a newer one (reordering, redelivery) never overwrites it: last
-//! writer wins per item, as in a global table. `gen` and `writer` only
-//! break ties of `changed_at_ms`, which one region's registrar never
-//! repeats for one item with other content. Since the outcome does not
+//! writer wins per item, as in a global table. Since the outcome does not
 //! depend on the order of application, a link applies up to
 //! [`MAX_IN_FLIGHT`] deliveries at once.
 //!
@@ -616,31 +614,46 @@ fn settle(
     }
 }
 
-/// Writes `item` unless the target holds a copy at least as new by
-/// `(changed_at_ms, gen, writer)`; whether it was written.
+/// Writes `item` unless the target holds a copy at least as new in the
+/// order of `Record::supersedes`: `(gen, writer)`, then lease end, then
+/// `changed_at_ms`. One region writes each item and its conditional writes
+/// only move forward in that order, so this is the item's commit order —
+/// what DynamoDB's replication preserves for an item one region writes.
+/// (Ordering by `changed_at_ms` first is not: two registrars of one region
+/// with skewed clocks write the same item; mcs-sim found a replica going
+/// back to an older generation that way.)
 async fn put_if_newer(
     target: &aws_sdk_dynamodb::Client,
     table: &str,
     item: &raw::Item,
 ) -> Result<bool, String> {
     let attr = |name: &str| item.get(name).cloned().ok_or_else(|| format!("item lacks {name}"));
-    let result = target
+    let lease = item.get(raw::LEASE_UNTIL_MS).cloned();
+    let same_version_later = if lease.is_some() {
+        "(attribute_not_exists(#l) OR #l < :l OR (#l = :l AND #c < :c))"
+    } else {
+        "(attribute_not_exists(#l) AND #c < :c)"
+    };
+    let mut put = target
         .put_item()
         .table_name(table)
         .set_item(Some(item.clone()))
-        .condition_expression(
-            "attribute_not_exists(#pk) OR #c < :c OR (#c = :c AND \
-             (#g < :g OR (#g = :g AND #w < :w)))",
-        )
+        .condition_expression(format!(
+            "attribute_not_exists(#pk) OR #g < :g OR (#g = :g AND \
+             (#w < :w OR (#w = :w AND {same_version_later})))"
+        ))
         .expression_attribute_names("#pk", raw::PK)
         .expression_attribute_names("#c", raw::CHANGED_AT_MS)
         .expression_attribute_names("#g", raw::GEN)
         .expression_attribute_names("#w", raw::WRITER)
+        .expression_attribute_names("#l", raw::LEASE_UNTIL_MS)
         .expression_attribute_values(":c", attr(raw::CHANGED_AT_MS)?)
         .expression_attribute_values(":g", attr(raw::GEN)?)
-        .expression_attribute_values(":w", attr(raw::WRITER)?)
-        .send()
-        .await;
+        .expression_attribute_values(":w", attr(raw::WRITER)?);
+    if let Some(lease) = lease {
+        put = put.expression_attribute_values(":l", lease);
+    }
+    let result = put.send().await;
     match result {
         Ok(_) => Ok(true),
         Err(e)
@@ -698,11 +711,12 @@ mod tests {
         };
         let cases = [
             (copy(200, 5, "w", "first"), true),
-            (copy(100, 9, "w", "written earlier, higher gen"), false),
-            (copy(200, 4, "w", "same time, lower gen"), false),
-            (copy(200, 5, "w", "the same again"), false),
-            (copy(200, 5, "x", "same time and gen, higher writer"), true),
-            (copy(201, 1, "a", "written later"), true),
+            (copy(100, 9, "w", "higher gen from a clock behind"), true),
+            (copy(300, 4, "w", "lower gen from a clock ahead"), false),
+            (copy(100, 9, "w", "the same again"), false),
+            (copy(100, 9, "x", "same gen, higher writer"), true),
+            (copy(150, 9, "x", "same version written later"), true),
+            (copy(120, 9, "x", "same version written earlier"), false),
         ];
         for (item, want) in &cases {
             let got = put_if_newer(&client, &table, item).await.unwrap();
@@ -716,7 +730,10 @@ mod tests {
             .send()
             .await
             .unwrap();
-        assert_eq!(stored.item.unwrap()["note"], AttributeValue::S("written later".into()));
+        assert_eq!(
+            stored.item.unwrap()["note"],
+            AttributeValue::S("same version written later".into())
+        );
     }
 
     #[test]
