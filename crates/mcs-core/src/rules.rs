@@ -54,6 +54,20 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
     }
 }
 
+/// The tombstone that fences `new`, if `held` is a withdrawal by the same
+/// incarnation that now writes without ordering its own intents.
+///
+/// A registrar-assigned generation is always above the tombstone's, so
+/// without this a request the incarnation sent before withdrawing, arriving
+/// late, would bring the record back for a whole lease. An incarnation that
+/// withdrew comes back with a generation of its own above the tombstone's,
+/// or as a new incarnation.
+pub fn fenced_by_withdrawal<'a>(held: Option<&'a Record>, new: &Record) -> Option<&'a Version> {
+    let held = held?;
+    let same_incarnation = held.owner.is_some() && held.owner == new.owner;
+    (held.is_tombstone() && !new.is_tombstone() && same_incarnation).then_some(&held.version)
+}
+
 /// Whether a renewal should overwrite what is stored: only when it extends
 /// the lease (a delayed retry must not shorten it).
 pub fn renewal_extends(stored: &Record, new: &Record) -> bool {
@@ -173,6 +187,19 @@ mod tests {
         let mut t = mk_tombstone(id, generation, writer);
         t.owner = Some(owner.into());
         t
+    }
+
+    #[test]
+    fn a_withdrawal_fences_its_own_incarnation() {
+        let tomb = mk_tombstone_by("p", 6, "r1", "x");
+        let by_x = mk_pool("p", 9, "r1", Some("x"), Some(100));
+        assert_eq!(fenced_by_withdrawal(Some(&tomb), &by_x), Some(&tomb.version));
+        let by_y = mk_pool("p", 9, "r1", Some("y"), Some(100));
+        assert_eq!(fenced_by_withdrawal(Some(&tomb), &by_y), None, "a new incarnation may");
+        let anonymous_tomb = mk_tombstone("p", 6, "r1");
+        assert_eq!(fenced_by_withdrawal(Some(&anonymous_tomb), &by_x), None);
+        assert_eq!(fenced_by_withdrawal(None, &by_x), None);
+        assert_eq!(fenced_by_withdrawal(Some(&tomb), &mk_tombstone_by("p", 7, "r1", "x")), None);
     }
 
     #[test]

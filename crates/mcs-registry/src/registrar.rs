@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::live::LiveView;
 use crate::metrics as m;
 use mcs_api::{Incarnation, Lease};
+use mcs_core::rules::fenced_by_withdrawal;
 use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, WriteDecision, decide};
 use mcs_store::{PutOutcome, Store, StoreError};
 use std::sync::{Arc, Mutex};
@@ -157,6 +158,11 @@ impl Registrar {
                 true
             }
             _ => {
+                let fence =
+                    fenced_by_withdrawal(self.view.read().record(&record.key), &record).cloned();
+                if let Some(stored) = fence {
+                    return Err(WriteError::Stale { stored });
+                }
                 record.version =
                     self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
                 false

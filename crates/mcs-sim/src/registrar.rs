@@ -280,6 +280,15 @@ impl Process {
                 true
             }
             _ => {
+                // As the registrar does: an incarnation that withdrew the
+                // record does not bring it back with an assigned generation.
+                let fence =
+                    mcs_core::rules::fenced_by_withdrawal(self.merged.get(&record.key), &record);
+                if let Some(stored) = fence.cloned() {
+                    stats.refused_stale += 1;
+                    count_refusal(stats, true);
+                    return Written::answer(Reply::Stale(stored));
+                }
                 record.version =
                     self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
                 stats.hlc_writes += 1;

@@ -616,3 +616,25 @@ fn ahead_id() -> String {
     let key: mcs_api::PoolKey = serde_json::from_value(pool("a")["pool_key"].clone()).unwrap();
     key.id().to_string()
 }
+
+#[tokio::test]
+async fn a_withdrawal_fences_its_incarnation_against_late_registrations() {
+    let h = harness().await;
+    let by_x = with(pool("a"), "incarnation", json!("x"));
+    let first = h.send(Method::POST, "/v1/pools", by_x.clone()).await;
+    let pool_id = first.body["pool_id"].as_str().unwrap().to_owned();
+    let gone =
+        h.call(Method::DELETE, &format!("/v1/pools/{pool_id}?incarnation=x"), None, &[]).await;
+    assert_eq!(gone.status, StatusCode::OK);
+    // A heartbeat x sent before withdrawing, arriving late.
+    let late = h.send(Method::POST, "/v1/pools", by_x).await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.body);
+    assert_eq!(late.body["stored_generation"], gone.body["generation"]);
+    assert_eq!(h.get("/v1/pools").await.body["pools"], json!([]), "stays withdrawn");
+    let by_y = with(pool("a"), "incarnation", json!("y"));
+    assert_eq!(
+        h.send(Method::POST, "/v1/pools", by_y).await.status,
+        StatusCode::OK,
+        "a new incarnation may"
+    );
+}
