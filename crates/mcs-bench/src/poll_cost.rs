@@ -1,0 +1,372 @@
+//! `poll-cost`: read capacity per refresh of the delta reader
+//! (`DynamoStore::read_changed_since`: one Query per shard of the `changes`
+//! index) beside the full-scan reader (`DynamoStore::read_all`: a parallel,
+//! strongly consistent Scan), on moto_server, at several table sizes.
+//!
+//! Both readers are the store's real code paths; they talk to moto through
+//! the [`meter`], which sizes every page on the wire (moto reports a
+//! constant capacity, see there). Time is virtual: the benchmark writes
+//! records with chosen `changed_at_ms` values and asks for changes since a
+//! chosen watermark, so a "refresh interval" costs no waiting.
+//!
+//! For each size: idle deltas, then churn (a share of the records rewritten
+//! per refresh interval, for as many intervals as the reader's window
+//! spans), deltas again, the full scan, and finally every record
+//! heartbeating (rewritten at the same version within one heartbeat
+//! interval, as renewals are) and deltas once more.
+
+mod load;
+mod meter;
+
+use crate::process::unique_name;
+use crate::recorder::SumRecorder;
+use crate::records::{now_ms, pool_record};
+use crate::report::{self, Table, f, ratio, verdict};
+use anyhow::{Context, bail, ensure};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::Credentials;
+use clap::Parser;
+use mcs_core::{Record, Version};
+use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store};
+use meter::Meter;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Options of `poll-cost`.
+#[derive(Debug, Clone, Parser)]
+pub struct Options {
+    /// Table sizes, ascending: the table grows from one to the next.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    pub sizes: Vec<usize>,
+    /// Records changed per refresh interval, in percent of the table.
+    #[arg(long, default_value_t = 1.0)]
+    pub churn_percent: f64,
+    /// The reader's refresh interval (the registry's default).
+    #[arg(long, default_value_t = 2000)]
+    pub refresh_ms: u64,
+    /// The reader's lookback behind its watermark (the registry's default).
+    #[arg(long, default_value_t = 10_000)]
+    pub lookback_ms: u64,
+    /// Heartbeat interval of the heartbeating rows (the registry's default).
+    #[arg(long, default_value_t = 10)]
+    pub heartbeat_secs: u64,
+    /// Conditional puts in flight while churning.
+    #[arg(long, default_value_t = 8)]
+    pub put_concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::parse_from(["poll-cost"])
+    }
+}
+
+const WRITER: &str = "bench-writer";
+const HOUR_MS: u64 = 3_600_000;
+
+/// What one read cost.
+#[derive(Debug)]
+struct Reading {
+    records: usize,
+    requests: usize,
+    items: usize,
+    bytes: u64,
+    units: f64,
+    moto_units: f64,
+    elapsed: Duration,
+}
+
+async fn sdk_config(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
+        .endpoint_url(endpoint)
+        .load()
+        .await
+}
+
+/// The state of one benchmark run.
+struct Bench {
+    store: DynamoStore,
+    direct: Client,
+    table: String,
+    meter: Meter,
+    recorder: &'static SumRecorder,
+    options: Options,
+}
+
+impl Bench {
+    fn moto_units(&self) -> f64 {
+        ["scan", "query_changes"]
+            .iter()
+            .map(|op| {
+                self.recorder
+                    .sum(&format!("{}{{op={op}}}", mcs_store::metrics::READ_CAPACITY_UNITS))
+            })
+            .sum()
+    }
+
+    /// Read requests the store itself counted.
+    fn store_requests(&self) -> u64 {
+        ["scan", "query_changes"]
+            .iter()
+            .map(|op| {
+                self.recorder
+                    .count(&format!("{}{{op={op},outcome=ok}}", mcs_store::metrics::REQUESTS_TOTAL))
+            })
+            .sum()
+    }
+
+    /// Runs one read and sizes what crossed the wire for it.
+    async fn measure<F>(&self, read: F) -> anyhow::Result<Reading>
+    where
+        F: Future<Output = Result<Vec<Record>, mcs_store::StoreError>>,
+    {
+        self.meter.take_pages();
+        let moto_before = self.moto_units();
+        let requests_before = self.store_requests();
+        let started = Instant::now();
+        let records = read.await.context("a read of the store")?;
+        let elapsed = started.elapsed();
+        let pages = self.meter.take_pages();
+        let counted = self.store_requests() - requests_before;
+        ensure!(
+            counted == pages.len() as u64,
+            "the store counted {counted} read requests, the meter saw {}",
+            pages.len()
+        );
+        Ok(Reading {
+            records: records.len(),
+            requests: pages.len(),
+            items: pages.iter().map(|p| p.items).sum(),
+            bytes: pages.iter().map(|p| p.bytes).sum(),
+            units: pages.iter().map(meter::Page::read_units).sum(),
+            moto_units: self.moto_units() - moto_before,
+            elapsed,
+        })
+    }
+
+    /// Writes `records` fast: the store encodes each (its `put`, captured by
+    /// the meter), then BatchWriteItem stores the encoded items.
+    async fn load(&self, records: Vec<Record>) -> anyhow::Result<()> {
+        let count = records.len();
+        let started = Instant::now();
+        self.meter.take_captured();
+        self.meter.set_capture(true);
+        let encoded = self.put_all(records).await;
+        self.meter.set_capture(false);
+        encoded?;
+        let items = self.meter.take_captured();
+        ensure!(items.len() == count, "captured {} items of {count}", items.len());
+        load::batch_write(&self.direct, &self.table, items, 4).await?;
+        eprintln!("poll-cost: loaded {count} records in {:.1} s", started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Conditional puts of `records` through the store, some in flight at
+    /// once; each must be applied.
+    async fn put_all(&self, records: Vec<Record>) -> anyhow::Result<()> {
+        let now = now_ms();
+        let mut tasks = JoinSet::new();
+        let in_flight = self.options.put_concurrency.max(1);
+        for record in records {
+            if tasks.len() >= in_flight
+                && let Some(done) = tasks.join_next().await
+            {
+                done??;
+            }
+            let store = self.store.clone();
+            tasks.spawn(async move {
+                match store.put(&record, now).await? {
+                    PutOutcome::Applied => Ok::<_, anyhow::Error>(()),
+                    other => bail!("put of {} not applied: {other:?}", record.key),
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `poll-cost`.
+pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
+    report::begin("poll-cost", "read capacity units per refresh, delta reader vs full scan");
+    let endpoint = env.endpoint()?;
+    let mut sizes = options.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    ensure!(!sizes.is_empty(), "no --sizes");
+    let recorder = SumRecorder::global();
+    mcs_store::metrics::describe();
+    let meter = Meter::start(endpoint).await?;
+    let direct = Client::new(&sdk_config(endpoint).await);
+    let table = unique_name("mcs-bench-poll");
+    mcs_store::dynamo::migrate(&direct, &table).await.context("migrating the table")?;
+    let mut config = DynamoConfig::new(table.clone());
+    config.region = Some("us-east-1".into());
+    config.endpoint = Some(meter.url.clone());
+    // moto answers a 100k-item query in seconds, one request at a time: no
+    // attempt may time out and be retried (the meter would count it twice).
+    config.attempt_timeout = Duration::from_secs(600);
+    config.max_attempts = 1;
+    let store = DynamoStore::from_sdk_config(&sdk_config(&meter.url).await, config)?;
+    let bench = Bench { store, direct, table, meter, recorder, options: options.clone() };
+
+    let refresh = options.refresh_ms;
+    let window = refresh + options.lookback_ms;
+    let heartbeat_ms = options.heartbeat_secs * 1000;
+    // Intervals of churn the reader's window spans.
+    let rounds = window.div_ceil(refresh) as usize;
+    let v0 = now_ms();
+    let lease_until = now_ms() + 24 * HOUR_MS;
+    let mut generations: Vec<u64> = Vec::new();
+    let mut cursor = 0usize;
+    let mut table_rows = Table::new(&[
+        "records",
+        "reader",
+        "changes since",
+        "returned",
+        "requests",
+        "KiB read",
+        "RCU",
+        "moto RCU",
+        "vs full scan",
+        "moto ms",
+    ]);
+    let mut idle_units = Vec::new();
+    let mut largest = None;
+    for (stage, &n) in sizes.iter().enumerate() {
+        let t = v0 + (stage as u64 + 1) * HOUR_MS;
+        let loaded = generations.len();
+        let fresh: Vec<Record> = (loaded..n)
+            .map(|i| pool_record(i, 4, Version::new(1, WRITER), t - HOUR_MS / 2, lease_until))
+            .collect();
+        bench.load(fresh).await?;
+        generations.resize(n, 1);
+
+        let idle = bench.measure(bench.store.read_changed_since(t - refresh)).await?;
+        let idle_window = bench.measure(bench.store.read_changed_since(t - window)).await?;
+        ensure!(idle.records == 0 && idle_window.records == 0, "idle deltas returned records");
+
+        let per_round = ((n as f64 * options.churn_percent / 100.0).ceil() as usize).clamp(1, n);
+        ensure!(per_round * rounds <= n, "churn of {rounds} intervals exceeds the table");
+        let mut churn = Vec::with_capacity(per_round * rounds);
+        for round in 0..rounds {
+            for j in 0..per_round {
+                let i = cursor % n;
+                cursor += 1;
+                generations[i] += 1;
+                let g = generations[i];
+                let changed = t - round as u64 * refresh - (j as u64 * refresh / per_round as u64);
+                churn.push(pool_record(
+                    i,
+                    4 + g as u32,
+                    Version::new(g, WRITER),
+                    changed,
+                    lease_until,
+                ));
+            }
+        }
+        let started = Instant::now();
+        bench.put_all(churn).await?;
+        eprintln!(
+            "poll-cost: {} conditional puts of churn in {:.1} s",
+            per_round * rounds,
+            started.elapsed().as_secs_f64()
+        );
+        let churned = bench.measure(bench.store.read_changed_since(t - refresh)).await?;
+        let churned_window = bench.measure(bench.store.read_changed_since(t - window)).await?;
+        let full = bench.measure(bench.store.read_all()).await?;
+        ensure!(full.records == n, "the full read returned {} records of {n}", full.records);
+
+        // Every record renewed once within the last heartbeat interval.
+        let th = t + HOUR_MS / 4;
+        let beats: Vec<Record> = (0..n)
+            .map(|i| {
+                let g = generations[i];
+                let changed = th - (i as u64 * heartbeat_ms / n as u64);
+                pool_record(
+                    i,
+                    4 + g as u32,
+                    Version::new(g, WRITER),
+                    changed,
+                    lease_until + HOUR_MS,
+                )
+            })
+            .collect();
+        bench.load(beats).await?;
+        let beating = bench.measure(bench.store.read_changed_since(th - refresh)).await?;
+        let beating_window = bench.measure(bench.store.read_changed_since(th - window)).await?;
+
+        let churn_label = format!("delta, {}% changed per refresh", options.churn_percent);
+        let beat_label = format!("delta, all heartbeating every {} s", options.heartbeat_secs);
+        let rows: [(&str, String, &Reading); 7] = [
+            ("full scan (baseline)", "-".to_owned(), &full),
+            ("delta, idle", format!("{} s ago", refresh as f64 / 1e3), &idle),
+            ("delta, idle", format!("{} s ago", window as f64 / 1e3), &idle_window),
+            (&churn_label, format!("{} s ago", refresh as f64 / 1e3), &churned),
+            (&churn_label, format!("{} s ago", window as f64 / 1e3), &churned_window),
+            (&beat_label, format!("{} s ago", refresh as f64 / 1e3), &beating),
+            (&beat_label, format!("{} s ago", window as f64 / 1e3), &beating_window),
+        ];
+        for (reader, since, r) in rows {
+            table_rows.row(vec![
+                n.to_string(),
+                reader.to_owned(),
+                since,
+                r.records.to_string(),
+                r.requests.to_string(),
+                f(r.bytes as f64 / 1024.0, 1),
+                f(r.units, 1),
+                f(r.moto_units, 1),
+                ratio(r.units / full.units),
+                f(report::ms(r.elapsed), 0),
+            ]);
+        }
+        eprintln!(
+            "poll-cost: {n} records: mean item size {:.0} B (DynamoDB rules)",
+            full.bytes as f64 / full.items.max(1) as f64
+        );
+        idle_units.push((n, idle.units, idle_window.units));
+        largest = Some((n, full.units, churned.units, churned_window.units));
+    }
+    table_rows.print();
+    println!(
+        "RCU: computed from the items on the wire by DynamoDB's rules (moto reports a constant \
+         1.0 per request: column \"moto RCU\"). Delta = one eventually consistent Query per shard \
+         ({} shards) of the GSI, 0.5 RCU per 4 KB, at least 0.5 per Query; full scan = strongly \
+         consistent parallel Scan ({} segments), 1 RCU per 4 KB per page. The registry polls \
+         changes since its last poll minus --lookback-ms: with the defaults ({} ms refresh, {} ms \
+         lookback) that is the {} s row.",
+        mcs_store::dynamo::SHARDS,
+        DynamoConfig::new("t").scan_segments,
+        refresh,
+        options.lookback_ms,
+        window as f64 / 1e3
+    );
+    let flat = idle_units.iter().all(|(_, a, b)| *a == idle_units[0].1 && *b == idle_units[0].1);
+    let idle_list: Vec<String> =
+        idle_units.iter().map(|(n, a, _)| format!("{n}: {a} RCU")).collect();
+    println!(
+        "target: idle poll cost flat across sizes ({}): {}",
+        idle_list.join(", "),
+        verdict(flat)
+    );
+    if let Some((n, full, exact, window_units)) = largest {
+        println!(
+            "target: delta at most 1/100 of the full scan at {n} records, {}% churn: \
+             changes since the last poll {} ({}), with the reader's lookback {} ({})",
+            options.churn_percent,
+            ratio(exact / full),
+            verdict(exact / full <= 0.01),
+            ratio(window_units / full),
+            verdict(window_units / full <= 0.01),
+        );
+    }
+    report::end("poll-cost");
+    Ok(())
+}
