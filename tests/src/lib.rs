@@ -88,27 +88,7 @@ pub fn run(binary: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{} starts: {e}", binary.display()))
 }
 
-const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
-
-/// The DynamoDB endpoint of the tests (`scripts/with-moto.sh` sets it), or
-/// `None` after a notice when a test should skip; under `CI=true` a missing
-/// endpoint fails the test instead.
-pub fn dynamodb_endpoint() -> Option<String> {
-    match std::env::var(ENDPOINT_ENV) {
-        Ok(e) if !e.trim().is_empty() => Some(e),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
-            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
-             run them through scripts/with-moto.sh"
-        ),
-        _ => {
-            eprintln!(
-                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
-                 (run it with scripts/with-moto.sh)"
-            );
-            None
-        }
-    }
-}
+pub use mcs_store::testsuite::dynamodb_endpoint;
 
 /// A table name no other test (or earlier run on the same server) uses.
 pub fn unique_table(name: &str) -> String {

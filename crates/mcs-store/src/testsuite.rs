@@ -191,3 +191,27 @@ pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store
         assert_eq!(got, want, "watermark {watermark}");
     }
 }
+
+/// The variable that names the DynamoDB API of the tests.
+pub const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
+
+/// The DynamoDB endpoint of the tests (`scripts/with-moto.sh` sets it), or
+/// `None` after a notice when a test should skip; under `CI=true` a missing
+/// endpoint fails the test instead. Every test tree that needs DynamoDB
+/// uses this one rule.
+pub fn dynamodb_endpoint() -> Option<String> {
+    match std::env::var(ENDPOINT_ENV) {
+        Ok(e) if !e.trim().is_empty() => Some(e),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
+            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
+             run them through scripts/with-moto.sh"
+        ),
+        _ => {
+            eprintln!(
+                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
+                 (run it with scripts/with-moto.sh)"
+            );
+            None
+        }
+    }
+}

@@ -29,25 +29,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use throttle_proxy::ThrottleProxy;
 
-const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
-
-/// The test endpoint, or `None` (after a notice) when the tests should skip.
-fn endpoint() -> Option<String> {
-    match std::env::var(ENDPOINT_ENV) {
-        Ok(e) if !e.trim().is_empty() => Some(e),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
-            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
-             run them through scripts/with-moto.sh"
-        ),
-        _ => {
-            eprintln!(
-                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
-                 (run it with scripts/with-moto.sh)"
-            );
-            None
-        }
-    }
-}
+use mcs_store::testsuite::dynamodb_endpoint as endpoint;
 
 async fn sdk_config(endpoint: Option<&str>) -> SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())

@@ -19,8 +19,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
-
 /// The region fixtures live in.
 pub const REGION: &str = "us-east-1";
 
@@ -28,23 +26,7 @@ pub const SECOND: u64 = 1_000;
 pub const MINUTE: u64 = 60 * SECOND;
 pub const DAY: u64 = 24 * 60 * MINUTE;
 
-/// The test endpoint, or `None` (after a notice) when the tests should skip.
-pub fn endpoint() -> Option<String> {
-    match std::env::var(ENDPOINT_ENV) {
-        Ok(e) if !e.trim().is_empty() => Some(e),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
-            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
-             run them through scripts/with-moto.sh"
-        ),
-        _ => {
-            eprintln!(
-                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
-                 (run it with scripts/with-moto.sh)"
-            );
-            None
-        }
-    }
-}
+pub use mcs_store::testsuite::dynamodb_endpoint as endpoint;
 
 /// The wall clock, epoch ms.
 pub fn now_ms() -> u64 {

@@ -97,27 +97,7 @@ impl RegistryProcess {
     }
 }
 
-const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
-
-/// The DynamoDB endpoint of the tests (`scripts/with-moto.sh` sets it), or
-/// `None` after a notice when it is unset; under `CI=true` its absence fails
-/// the test.
-pub fn dynamo_endpoint() -> Option<String> {
-    match std::env::var(ENDPOINT_ENV) {
-        Ok(endpoint) if !endpoint.trim().is_empty() => Some(endpoint),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "{ENDPOINT_ENV} is not set but CI=true: run the tests through scripts/with-moto.sh"
-            )
-        }
-        _ => {
-            eprintln!(
-                "notice: {ENDPOINT_ENV} is not set, skipping (run with scripts/with-moto.sh)"
-            );
-            None
-        }
-    }
-}
+pub use mcs_store::testsuite::dynamodb_endpoint as dynamo_endpoint;
 
 /// Creates a table of its own on `endpoint` (region us-east-1) with the
 /// migrations, and returns its name.
