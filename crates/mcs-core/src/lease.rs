@@ -5,6 +5,26 @@ use mcs_api::Lease;
 /// The longest lease the registry grants.
 pub const MAX_LEASE_SECS: u64 = Lease::MAX_DURATION_SECS;
 
+/// The default retention of dead items: two days.
+pub const DEFAULT_RETENTION_SECS: u64 = 2 * 86_400;
+
+/// Checks that a retention keeps a tombstone longer than any older record
+/// of its key can stay live: that record's lease (at most
+/// [`MAX_LEASE_SECS`]) began at most one skew allowance before the
+/// tombstone was written, and is served one skew allowance past its end.
+/// Storage deletes the tombstone `retention` after its write.
+pub fn check_retention(retention_secs: u64, skew_allowance_ms: u64) -> Result<(), String> {
+    let min_ms = MAX_LEASE_SECS * 1000 + 2 * skew_allowance_ms;
+    if retention_secs.saturating_mul(1000) < min_ms {
+        return Err(format!(
+            "{retention_secs}s is below the minimum of {}s: one day (the longest lease) plus \
+             twice the skew allowance, so that a tombstone outlives every older record of its key",
+            min_ms.div_ceil(1000)
+        ));
+    }
+    Ok(())
+}
+
 /// Lease duration and heartbeat interval the registry grants, checked once:
 /// `0 < heartbeat < duration <= 1 day`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +63,15 @@ impl LeasePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retention_shorter_than_the_longest_lease_plus_skew_is_refused() {
+        assert!(check_retention(0, 1_000).is_err());
+        assert!(check_retention(MAX_LEASE_SECS, 1_000).is_err(), "a lease may outlive it");
+        assert!(check_retention(MAX_LEASE_SECS + 2, 1_000).is_ok());
+        assert!(check_retention(MAX_LEASE_SECS, 0).is_ok());
+        assert!(check_retention(DEFAULT_RETENTION_SECS, 1_000).is_ok());
+    }
 
     #[test]
     fn policy_bounds() {

@@ -21,6 +21,7 @@ pub mod lease;
 pub mod record;
 pub mod rules;
 pub mod view;
+pub mod write;
 
 pub use expiry::{ExpiryGuard, HoldPolicy, Verdict};
 pub use fingerprint::{Fingerprint, Section};
@@ -29,3 +30,4 @@ pub use lease::LeasePolicy;
 pub use record::{Body, Key, Kind, Record, Version};
 pub use rules::{WriteDecision, decide};
 pub use view::View;
+pub use write::{PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};

@@ -32,6 +32,8 @@ pub enum WriteDecision {
 ///
 /// - A live lease held by another incarnation refuses the write (`Owned`);
 ///   once it has expired (or the record is a tombstone), anyone may write.
+/// - A withdrawal fences its own incarnation ([`fenced_by_withdrawal`]):
+///   `Stale` with the tombstone's version.
 /// - Otherwise the higher `(generation, writer)` wins; equal version with equal
 ///   content is a renewal; anything else is `Stale`.
 pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision {
@@ -45,6 +47,9 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
     {
         return WriteDecision::Owned { owner: owner.clone(), until_ms };
     }
+    if let Some(tombstone) = fenced_by_withdrawal(Some(stored), new) {
+        return WriteDecision::Stale { stored: tombstone.clone() };
+    }
     match new.version.cmp(&stored.version) {
         std::cmp::Ordering::Greater => WriteDecision::Apply,
         std::cmp::Ordering::Equal if new.content_digest() == stored.content_digest() => {
@@ -54,6 +59,13 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
     }
 }
 
+/// Whether `record`'s generation was chosen by its owner, a client that
+/// orders its own intents: its writer is its incarnation. Generations the
+/// registrar assigns name the registrar as writer.
+pub fn is_client_ordered(record: &Record) -> bool {
+    record.owner.as_deref() == Some(record.version.writer.as_str())
+}
+
 /// The tombstone that fences `new`, if `held` is a withdrawal by the same
 /// incarnation that now writes without ordering its own intents.
 ///
@@ -61,11 +73,13 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
 /// without this a request the incarnation sent before withdrawing, arriving
 /// late, would bring the record back for a whole lease. An incarnation that
 /// withdrew comes back with a generation of its own above the tombstone's,
-/// or as a new incarnation.
+/// or as a new incarnation. [`decide`] applies it, so the fence holds in
+/// storage (the conditional write) and not only in a registrar's view.
 pub fn fenced_by_withdrawal<'a>(held: Option<&'a Record>, new: &Record) -> Option<&'a Version> {
     let held = held?;
     let same_incarnation = held.owner.is_some() && held.owner == new.owner;
-    (held.is_tombstone() && !new.is_tombstone() && same_incarnation).then_some(&held.version)
+    (held.is_tombstone() && !new.is_tombstone() && same_incarnation && !is_client_ordered(new))
+        .then_some(&held.version)
 }
 
 /// Whether a renewal should overwrite what is stored: only when it extends
@@ -86,6 +100,7 @@ mod tests {
         let expired = mk_pool("p", 5, "r1", Some("x"), Some(now));
         let anonymous = mk_pool("p", 5, "r1", None, Some(now + 1));
         let tomb = mk_tombstone("p", 5, "r1");
+        let own_tomb = mk_tombstone_by("p", 6, "r1", "x");
         let cases: Vec<(&str, Option<&Record>, Record, WriteDecision)> = vec![
             ("nothing stored", None, mk_pool("p", 1, "r", None, None), WriteDecision::Apply),
             (
@@ -172,6 +187,24 @@ mod tests {
                 WriteDecision::Apply,
             ),
             (
+                "its own incarnation over its withdrawal, registrar-assigned",
+                Some(&own_tomb),
+                mk_pool("p", 9, "r1", Some("x"), Some(now)),
+                WriteDecision::Stale { stored: own_tomb.version.clone() },
+            ),
+            (
+                "its own incarnation over its withdrawal, client-ordered",
+                Some(&own_tomb),
+                mk_pool("p", 9, "x", Some("x"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
+                "another incarnation over a withdrawal",
+                Some(&own_tomb),
+                mk_pool("p", 9, "r1", Some("y"), Some(now)),
+                WriteDecision::Apply,
+            ),
+            (
                 "withdrawal by another",
                 Some(&held),
                 mk_tombstone_by("p", 6, "r1", "y"),
@@ -200,6 +233,12 @@ mod tests {
         assert_eq!(fenced_by_withdrawal(Some(&anonymous_tomb), &by_x), None);
         assert_eq!(fenced_by_withdrawal(None, &by_x), None);
         assert_eq!(fenced_by_withdrawal(Some(&tomb), &mk_tombstone_by("p", 7, "r1", "x")), None);
+        let ordered_by_x = mk_pool("p", 9, "x", Some("x"), Some(100));
+        assert_eq!(
+            fenced_by_withdrawal(Some(&tomb), &ordered_by_x),
+            None,
+            "its own generation may"
+        );
     }
 
     #[test]

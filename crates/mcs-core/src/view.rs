@@ -32,6 +32,8 @@ pub struct Resync {
 pub struct View {
     skew_ms: u64,
     records: HashMap<Key, Record>,
+    /// When (by the reader's clock) the view took each record it holds.
+    learned_at: HashMap<Key, u64>,
     /// `(lease_until + skew, key)` of every served leased record.
     deadlines: BTreeSet<(u64, Key)>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
@@ -52,6 +54,7 @@ impl View {
         Self {
             skew_ms,
             records: HashMap::new(),
+            learned_at: HashMap::new(),
             deadlines: BTreeSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
@@ -73,6 +76,7 @@ impl View {
             return false;
         }
         let key = record.key.clone();
+        self.learned_at.insert(key.clone(), now_ms);
         if let Some(old) = self.records.insert(key.clone(), record) {
             self.forget_deadline(&old);
         }
@@ -110,7 +114,10 @@ impl View {
 
     /// Replaces the view's state with a full read that started at
     /// `read_started_ms`: newer records are merged, and records the read no
-    /// longer holds are dropped unless they changed after the read began.
+    /// longer holds are dropped unless they changed, or the view took them,
+    /// after the read began. A write acknowledged while the read was under
+    /// way may have landed behind the scan although its `changed_at` (the
+    /// registrar's clock before the write) is earlier: it is kept.
     pub fn replace_all(
         &mut self,
         records: impl IntoIterator<Item = Record>,
@@ -128,10 +135,15 @@ impl View {
         let gone: Vec<Key> = self
             .records
             .iter()
-            .filter(|(k, r)| !seen.contains(*k) && r.changed_at_ms < read_started_ms)
+            .filter(|(k, r)| {
+                !seen.contains(*k)
+                    && r.changed_at_ms < read_started_ms
+                    && self.learned_at.get(*k).is_none_or(|t| *t < read_started_ms)
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for key in gone {
+            self.learned_at.remove(&key);
             if let Some(old) = self.records.remove(&key) {
                 self.forget_deadline(&old);
             }

@@ -82,9 +82,15 @@ pub struct Args {
     pub stale_after_secs: u64,
 
     /// How long tombstones and expired records are kept before storage may
-    /// drop them.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    /// drop them; at least one day (the longest lease) plus twice the skew
+    /// allowance, so a tombstone outlives every older record of its key.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = mcs_core::lease::DEFAULT_RETENTION_SECS)]
     pub retention_secs: u64,
+
+    /// How far ahead of this registry's clock a client's own `generation`
+    /// may be (generations are Unix milliseconds x 65536); beyond it, 422.
+    #[arg(long, env = "MCS_MAX_GENERATION_AHEAD_SECS", default_value_t = 300)]
+    pub max_generation_ahead_secs: u64,
 
     /// Hold expiries back when more than this share of served leases expire
     /// within --expiry-hold-window-secs (a replication stall, not the
@@ -156,6 +162,8 @@ pub struct Settings {
     pub stale_after: Duration,
     /// Retention of dead items.
     pub retention: Duration,
+    /// Allowance of a client generation ahead of the clock.
+    pub max_generation_ahead_ms: u64,
     /// The mass-expiry hold.
     pub expiry_hold: mcs_core::HoldPolicy,
     /// Body size limit.
@@ -212,6 +220,11 @@ impl Settings {
         if args.expiry_hold_min < 2 {
             return Err("--expiry-hold-min must be at least 2: a lone expiry is never held".into());
         }
+        mcs_core::lease::check_retention(args.retention_secs, args.skew_allowance_ms)
+            .map_err(|e| format!("--retention-secs: {e}"))?;
+        if args.max_generation_ahead_secs == 0 || args.max_generation_ahead_secs > 86_400 {
+            return Err("--max-generation-ahead-secs must be 1 to 86400".into());
+        }
         if args.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
         }
@@ -234,6 +247,7 @@ impl Settings {
             skew_allowance_ms: args.skew_allowance_ms,
             stale_after: Duration::from_secs(args.stale_after_secs),
             retention: Duration::from_secs(args.retention_secs),
+            max_generation_ahead_ms: args.max_generation_ahead_secs.saturating_mul(1000),
             expiry_hold: mcs_core::HoldPolicy {
                 threshold: args.expiry_hold_threshold,
                 min_count: args.expiry_hold_min,
@@ -283,6 +297,9 @@ mod tests {
             (&["--expiry-hold-threshold", "0"], "--expiry-hold-threshold"),
             (&["--expiry-hold-threshold", "1.5"], "--expiry-hold-threshold"),
             (&["--expiry-hold-min", "1"], "--expiry-hold-min"),
+            (&["--retention-secs", "0"], "--retention-secs"),
+            (&["--retention-secs", "86400"], "--retention-secs"),
+            (&["--max-generation-ahead-secs", "0"], "--max-generation-ahead-secs"),
         ];
         for (argv, want) in cases {
             let err = parse(argv).unwrap_err();

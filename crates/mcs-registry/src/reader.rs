@@ -32,7 +32,11 @@ pub struct Reader {
     config: ReaderConfig,
     /// Start (by this reader's clock) of the last successful poll.
     watermark_ms: u64,
-    last_full: Option<Instant>,
+    /// Start of the last successful full read.
+    last_full_ms: Option<u64>,
+    /// Full reads failed in a row, and when the next may be tried.
+    full_failures: u32,
+    full_retry_at_ms: u64,
 }
 
 impl Reader {
@@ -43,7 +47,16 @@ impl Reader {
         registrar: Arc<Registrar>,
         config: ReaderConfig,
     ) -> Self {
-        Self { store, view, registrar, config, watermark_ms: 0, last_full: None }
+        Self {
+            store,
+            view,
+            registrar,
+            config,
+            watermark_ms: 0,
+            last_full_ms: None,
+            full_failures: 0,
+            full_retry_at_ms: 0,
+        }
     }
 
     /// Polls until `shutdown` turns true, waking early for lease deadlines so
@@ -72,13 +85,42 @@ impl Reader {
         }
     }
 
-    /// One poll: a full read when none has succeeded yet or one is due,
-    /// else a delta read from the watermark minus the lookback.
+    /// Whether this poll is a full read: none has succeeded yet, or one is
+    /// due, and no failed one is backing off. After a failed full read the
+    /// next is tried after a backoff that doubles up to the full-resync
+    /// interval; delta polls go on meanwhile, so a throttled scan of a
+    /// large table does not freeze a view that cheap queries keep fresh.
+    /// Before the first full read there is nothing to poll a delta from.
+    fn full_due(&self, now_ms: u64) -> Option<bool> {
+        let due = self.last_full_ms.is_none_or(|t| {
+            now_ms.saturating_sub(t) >= self.config.full_resync_interval.as_millis() as u64
+        });
+        match (due && now_ms >= self.full_retry_at_ms, self.last_full_ms.is_some()) {
+            (true, _) => Some(true),
+            (false, true) => Some(false),
+            (false, false) => None,
+        }
+    }
+
+    fn full_failed(&mut self, now_ms: u64) {
+        self.full_failures = self.full_failures.saturating_add(1);
+        let refresh = self.config.refresh_interval.as_millis() as u64;
+        let cap = (self.config.full_resync_interval.as_millis() as u64).max(refresh);
+        let backoff = refresh.saturating_mul(1 << self.full_failures.min(20)).min(cap);
+        self.full_retry_at_ms = now_ms.saturating_add(backoff);
+    }
+
+    /// One poll: a full read when none has succeeded yet or one is due
+    /// (unless a failed one is backing off), else a delta read from the
+    /// watermark minus the lookback.
     pub async fn poll_once(&mut self) {
-        let full = self.last_full.is_none_or(|t| t.elapsed() >= self.config.full_resync_interval);
+        let read_started_ms = self.view.clock().now_ms();
+        let Some(full) = self.full_due(read_started_ms) else {
+            tracing::debug!(retry_at_ms = self.full_retry_at_ms, "first full read backing off");
+            return;
+        };
         let mode = if full { "full" } else { "delta" };
         let started = Instant::now();
-        let read_started_ms = self.view.clock().now_ms();
         let result = if full {
             self.store.read_all().await
         } else {
@@ -94,6 +136,9 @@ impl Reader {
                 metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => "error")
                     .increment(1);
                 tracing::warn!(%error, mode, "poll failed; serving the last view");
+                if full {
+                    self.full_failed(read_started_ms);
+                }
                 self.view.mark_poll(false, full);
                 return;
             }
@@ -104,7 +149,7 @@ impl Reader {
         // what the view holds, are ones the delta polls missed (they reached
         // this replica later than the lookback allows).
         let reached = self.watermark_ms.saturating_sub(self.config.lookback_ms);
-        let missed = if full && self.last_full.is_some() {
+        let missed = if full && self.last_full_ms.is_some() {
             let view = self.view.read();
             records
                 .iter()
@@ -131,7 +176,9 @@ impl Reader {
             if resync.dropped > 0 {
                 tracing::debug!(dropped = resync.dropped, "records gone from storage");
             }
-            self.last_full = Some(started);
+            self.last_full_ms = Some(read_started_ms);
+            self.full_failures = 0;
+            self.full_retry_at_ms = 0;
         } else {
             self.view.apply_all(records);
         }

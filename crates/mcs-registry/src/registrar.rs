@@ -10,17 +10,18 @@
 use crate::clock::Clock;
 use crate::live::LiveView;
 use crate::metrics as m;
-use mcs_api::{Incarnation, Lease};
-use mcs_core::rules::fenced_by_withdrawal;
-use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, WriteDecision, decide};
+use mcs_api::{FieldError, Incarnation, Lease};
+use mcs_core::hlc::ClockError;
+use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
+use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, decide};
 use mcs_store::{PutOutcome, Store, StoreError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Why a write was not applied.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
-    /// The stored version is newer.
+    /// The stored version is newer (or the write is fenced by a withdrawal).
     #[error("a newer generation is stored: {stored}")]
     Stale {
         /// What is stored.
@@ -37,9 +38,37 @@ pub enum WriteError {
     /// Nothing to withdraw.
     #[error("{0} not found")]
     NotFound(Key),
+    /// A value of the request the registrar judged (not the parser).
+    #[error("{}: {}", .0.field, .0.message)]
+    Invalid(FieldError),
+    /// The first full read of storage has not succeeded yet: the view
+    /// cannot judge ownership, withdrawals or generations.
+    #[error("the registry has not finished its first full read of storage")]
+    NotReady,
+    /// The registrar's clock cannot issue a generation.
+    #[error(transparent)]
+    Clock(#[from] ClockError),
     /// Storage failed or did not answer in time; nothing was acknowledged.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<Refusal> for WriteError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::NotReady => WriteError::NotReady,
+            Refusal::GenerationAhead { generation, bound } => WriteError::Invalid(FieldError::new(
+                "generation",
+                format!(
+                    "{generation} is too far ahead of the registry's clock (at most {bound} now); \
+                     generations are Unix milliseconds x 65536 plus a counter (docs/api.md)"
+                ),
+            )),
+            Refusal::Stale { stored } => WriteError::Stale { stored },
+            Refusal::Owned { owner, until_ms } => WriteError::Owned { owner, until_ms },
+            Refusal::Clock(e) => WriteError::Clock(e),
+        }
+    }
 }
 
 /// What a client asked for, before a version is chosen.
@@ -72,16 +101,19 @@ pub struct Registrar {
 }
 
 impl Registrar {
-    /// A registrar writing to `store` as `writer_id`.
+    /// A registrar writing to `store` as `writer_id`, accepting client
+    /// generations up to `max_generation_ahead_ms` ahead of its clock.
     pub fn new(
         store: Arc<dyn Store>,
         view: Arc<LiveView>,
         writer_id: String,
         lease: LeasePolicy,
         timeout: Duration,
+        max_generation_ahead_ms: u64,
     ) -> Self {
         let clock = view.clock().clone();
-        Self { store, view, clock, hlc: Mutex::new(Hlc::new()), writer_id, lease, timeout }
+        let hlc = Mutex::new(Hlc::new(max_generation_ahead_ms));
+        Self { store, view, clock, hlc, writer_id, lease, timeout }
     }
 
     /// The lease granted for a request that asked for `requested`.
@@ -93,15 +125,7 @@ impl Registrar {
     pub async fn write(&self, intent: Intent) -> Result<Record, WriteError> {
         let kind = intent.key.kind();
         let result = self.write_inner(intent).await;
-        let outcome = match &result {
-            Ok(_) => "applied",
-            Err(WriteError::Stale { .. }) => "stale",
-            Err(WriteError::Owned { .. }) => "owned",
-            Err(WriteError::NotFound(_)) => "not_found",
-            Err(WriteError::Store(_)) => "error",
-        };
-        metrics::counter!(m::REGISTRAR_WRITES, "kind" => kind.as_str(), "outcome" => outcome)
-            .increment(1);
+        count(kind, &result);
         result
     }
 
@@ -117,12 +141,22 @@ impl Registrar {
         let held = self.view.read().record(&key).cloned();
         let held = match held {
             Some(record) => Some(record),
-            None => self.with_timeout(self.store.get(&key)).await?,
+            None if self.view.is_ready() => self.with_timeout(self.store.get(&key)).await?,
+            None => None,
         };
-        match held {
-            None => return Err(WriteError::NotFound(key)),
-            Some(record) if record.is_tombstone() && generation.is_none() => return Ok(record),
-            Some(_) => {}
+        match plan_withdrawal(held.as_ref(), generation, self.view.is_ready()) {
+            Ok(WithdrawalPlan::Write) => {}
+            Ok(WithdrawalPlan::NotFound) => {
+                let result = Err(WriteError::NotFound(key.clone()));
+                count(key.kind(), &result);
+                return result;
+            }
+            Ok(WithdrawalPlan::Withdrawn(tombstone)) => return Ok(*tombstone),
+            Err(refusal) => {
+                let result = Err(refusal.into());
+                count(key.kind(), &result);
+                return result;
+            }
         }
         self.write(Intent {
             key,
@@ -135,61 +169,37 @@ impl Registrar {
         .await
     }
 
+    /// The steps of [`mcs_core::write`] around one conditional write.
     async fn write_inner(&self, intent: Intent) -> Result<Record, WriteError> {
         let now = self.clock.now_ms();
-        let owner = intent.incarnation.as_ref().map(|i| i.as_str().to_owned());
-        let mut record = Record {
-            key: intent.key,
-            version: Version::new(0, ""),
-            owner,
+        let planned = write::Intent {
             lease_until_ms: intent.leased.then(|| self.grant(intent.lease).until(now)),
-            changed_at_ms: now,
+            key: intent.key,
             body: intent.body,
+            incarnation: intent.incarnation.map(|i| i.as_str().to_owned()),
+            generation: intent.generation,
         };
-        // Every write of a key is later than the one it follows, even when
-        // the previous writer's clock ran ahead: replication and delta polls
-        // order an item's writes by changed_at.
-        if let Some(held) = self.view.read().record(&record.key) {
-            record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
-        }
-        let client_ordered = match (intent.generation, &intent.incarnation) {
-            (Some(generation), Some(incarnation)) => {
-                record.version = Version::new(generation, incarnation.as_str());
-                true
-            }
-            _ => {
-                let fence =
-                    fenced_by_withdrawal(self.view.read().record(&record.key), &record).cloned();
-                if let Some(stored) = fence {
-                    return Err(WriteError::Stale { stored });
-                }
-                record.version =
-                    self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
-                false
-            }
+        let mut write = {
+            let view = self.view.read();
+            let held = view.record(&planned.key);
+            PlannedWrite::plan(
+                planned,
+                held,
+                self.view.is_ready(),
+                now,
+                &self.writer_id,
+                &mut self.hlc(),
+            )?
         };
-        // A registrar-assigned generation refused as stale means another
-        // writer's clock ran ahead; the HLC has now seen it, so one retry
-        // with a fresh generation is enough.
-        let mut attempt = 0;
         loop {
-            attempt += 1;
-            let outcome = match self.judge_by_view(&record, now) {
-                Some(refusal) => refusal,
-                None => self.with_timeout(self.store.put(&record, now)).await?,
-            };
-            match outcome {
+            write.judge(self.view.read().record(&write.record().key), now, decide)?;
+            match self.with_timeout(self.store.put(write.record(), now)).await? {
                 PutOutcome::Applied => {
+                    let record = write.into_record();
                     self.view.apply(record.clone());
                     return Ok(record);
                 }
-                PutOutcome::Stale { stored } => {
-                    self.observe(stored.generation);
-                    if client_ordered || attempt == 2 {
-                        return Err(WriteError::Stale { stored });
-                    }
-                    record.version = self.next_version(now);
-                }
+                PutOutcome::Stale { stored } => write.stale(stored, now, &mut self.hlc())?,
                 PutOutcome::Owned { owner, until_ms } => {
                     return Err(WriteError::Owned { owner, until_ms });
                 }
@@ -197,44 +207,18 @@ impl Registrar {
         }
     }
 
-    /// The write rule applied to the merged view before the conditional
-    /// write: the view holds the items of every region, the conditional
-    /// write sees only this region's. Across regions this fences owners and
-    /// refuses stale generations up to replication lag; within the region
-    /// the conditional write decides atomically.
-    fn judge_by_view(&self, record: &Record, now: u64) -> Option<PutOutcome> {
-        let view = self.view.read();
-        match decide(view.record(&record.key), record, now) {
-            WriteDecision::Apply | WriteDecision::Renew => None,
-            WriteDecision::Stale { stored } => Some(PutOutcome::Stale { stored }),
-            WriteDecision::Owned { owner, until_ms } => Some(PutOutcome::Owned { owner, until_ms }),
-        }
+    fn hlc(&self) -> MutexGuard<'_, Hlc> {
+        self.hlc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The stored version, when `record` repeats what is held (a heartbeat).
-    fn unchanged_version(&self, record: &Record) -> Option<Version> {
-        let view = self.view.read();
-        let held = view.record(&record.key)?;
-        if held.is_tombstone() || record.is_tombstone() {
-            return None;
-        }
-        (held.content_digest() == record.content_digest()).then(|| held.version.clone())
-    }
-
-    fn next_version(&self, now: u64) -> Version {
-        let generation = self.hlc.lock().unwrap_or_else(|p| p.into_inner()).next(now);
-        Version::new(generation, self.writer_id.as_str())
-    }
-
-    fn observe(&self, generation: u64) {
-        self.hlc.lock().unwrap_or_else(|p| p.into_inner()).observe(generation);
-    }
-
-    /// Folds every generation of a read into the HLC (DESIGN §3: `seen`).
+    /// Folds every generation of a read into the HLC (docs/design.md,
+    /// "Records and versions": `seen`), each capped at the clock's bound so
+    /// that no item can drag it far ahead.
     pub fn observe_all<'a>(&self, records: impl IntoIterator<Item = &'a Record>) {
-        let mut hlc = self.hlc.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.clock.now_ms();
+        let mut hlc = self.hlc();
         for record in records {
-            hlc.observe(record.version.generation);
+            hlc.observe(record.version.generation, now);
         }
     }
 
@@ -250,4 +234,18 @@ impl Registrar {
             ))),
         }
     }
+}
+
+fn count(kind: mcs_core::Kind, result: &Result<Record, WriteError>) {
+    let outcome = match result {
+        Ok(_) => "applied",
+        Err(WriteError::Stale { .. }) => "stale",
+        Err(WriteError::Owned { .. }) => "owned",
+        Err(WriteError::NotFound(_)) => "not_found",
+        Err(WriteError::Invalid(_)) => "invalid",
+        Err(WriteError::NotReady) => "not_ready",
+        Err(WriteError::Clock(_) | WriteError::Store(_)) => "error",
+    };
+    metrics::counter!(m::REGISTRAR_WRITES, "kind" => kind.as_str(), "outcome" => outcome)
+        .increment(1);
 }

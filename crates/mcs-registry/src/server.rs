@@ -47,6 +47,7 @@ impl Registry {
             settings.writer_id.clone(),
             settings.lease,
             settings.request_timeout,
+            settings.max_generation_ahead_ms,
         ));
         let reader = Reader::new(
             store,

@@ -47,6 +47,10 @@ pub enum Invariant {
     /// DESIGN §10: an older generation never replaces a newer one in a
     ///    replica (checked on every write and every delivery).
     ReplicaMonotone,
+    /// A withdrawal fences its incarnation in storage: a write of that
+    ///    incarnation with a generation it did not choose never replaces
+    ///    its tombstone in a region's item (checked on every write).
+    WithdrawalFence,
     /// The simulation itself panicked.
     Panicked,
 }
@@ -63,6 +67,9 @@ impl fmt::Display for Invariant {
             Invariant::ReplicaMonotone => {
                 "replica monotone (no older generation replaces a newer one)"
             }
+            Invariant::WithdrawalFence => {
+                "withdrawal fence (no registrar-assigned write over its incarnation's tombstone)"
+            }
             Invariant::Panicked => "the simulation panicked",
         })
     }
@@ -75,6 +82,35 @@ pub struct Violation {
     pub invariant: Invariant,
     /// What was seen.
     pub detail: String,
+}
+
+/// [`Invariant::WithdrawalFence`] for a conditional write of `new` over
+/// `old` in `region`'s own item.
+pub(crate) fn withdrawal_fence(
+    old: Option<&Record>,
+    new: &Record,
+    region: usize,
+) -> Result<(), Violation> {
+    let Some(old) = old else { return Ok(()) };
+    let fenced = old.is_tombstone()
+        && old.owner.is_some()
+        && old.owner == new.owner
+        && !new.is_tombstone()
+        && !mcs_core::rules::is_client_ordered(new);
+    if !fenced {
+        return Ok(());
+    }
+    violation(
+        Invariant::WithdrawalFence,
+        format!(
+            "region {region}'s item of {}: tombstone {} of incarnation {:?} replaced by {} \
+             with a registrar-assigned generation",
+            old.key,
+            old.version,
+            old.owner.as_deref().unwrap_or_default(),
+            new.version
+        ),
+    )
 }
 
 fn violation(invariant: Invariant, detail: String) -> Result<(), Violation> {

@@ -49,15 +49,12 @@ pub struct Knobs {
     /// stored, instead of every acknowledged record (the registrar applies
     /// a renewal that extended nothing, and so was not stored, too).
     pub view_applies_stored_only: bool,
-    /// Write `changed_at = max(now, changed_at of the view's record + 1)`,
-    /// as the registrar does (commit 14b8c9a); else `changed_at = now`.
-    pub changed_at_after_view: bool,
 }
 
 impl Default for Knobs {
     /// The registrar as it is.
     fn default() -> Self {
-        Self { lease_drift: false, view_applies_stored_only: false, changed_at_after_view: true }
+        Self { lease_drift: false, view_applies_stored_only: false }
     }
 }
 

@@ -22,6 +22,7 @@ use crate::rules::Rules;
 use crate::stats::Stats;
 use crate::table::Table;
 use mcs_core::rules::renewal_extends;
+use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
 use mcs_core::{Body, Hlc, Key, Record, Version, View, WriteDecision};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -141,7 +142,7 @@ impl Process {
             ready: false,
             lease_ms,
             skew_ms,
-            hlc: Hlc::new(),
+            hlc: Hlc::default(),
             view: View::new(skew_ms),
             merged: BTreeMap::new(),
             watermark_ms: 0,
@@ -184,7 +185,7 @@ impl Process {
     ) {
         let now = self.now(t);
         let records = table.read_changed_since(self.watermark_ms.saturating_sub(lookback_ms));
-        self.observe_all(&records);
+        self.observe_all(&records, now);
         for record in records {
             self.ingest(record, now, rules, stats);
         }
@@ -194,7 +195,7 @@ impl Process {
     pub fn full_read(&mut self, table: &Table, t: u64, rules: &Rules, stats: &mut Stats) {
         let now = self.now(t);
         let records = table.read_all();
-        self.observe_all(&records);
+        self.observe_all(&records, now);
         let resync = self.view.replace_all(records.clone(), now, now);
         stats.records_dropped += resync.dropped as u64;
         let mut seen = BTreeSet::new();
@@ -216,9 +217,9 @@ impl Process {
         self.ready = true;
     }
 
-    fn observe_all(&mut self, records: &[Record]) {
+    fn observe_all(&mut self, records: &[Record], now: u64) {
         for record in records {
-            self.hlc.observe(record.version.generation);
+            self.hlc.observe(record.version.generation, now);
             self.watermark_ms = self.watermark_ms.max(record.changed_at_ms);
         }
     }
@@ -240,72 +241,47 @@ impl Process {
         self.view = view;
     }
 
-    fn next_version(&mut self, now: u64) -> Version {
-        Version::new(self.hlc.next(now), self.writer_id.as_str())
-    }
-
-    /// The held version when `record` repeats what the view holds (a heartbeat).
-    fn unchanged_version(&self, record: &Record) -> Option<Version> {
-        let held = self.merged.get(&record.key)?;
-        if held.is_tombstone() || record.is_tombstone() {
-            return None;
-        }
-        (held.owner == record.owner && held.body == record.body).then(|| held.version.clone())
-    }
-
-    /// Writes `intent` at true time `t` into this region's item of `table`.
+    /// Writes `intent` at true time `t` into this region's item of `table`,
+    /// through the registrar's own steps ([`mcs_core::write`]): plan against
+    /// the merged winner, judge against it, then the conditional write of
+    /// this region's item, retried as the registrar retries.
     pub fn write(&mut self, intent: Intent, site: Site<'_>, stats: &mut Stats) -> Written {
         let Site { table, region, t, rules, .. } = site;
         let now = self.now(t);
         let leased = !matches!(intent.body, Body::Tombstone);
-        let mut record = Record {
-            key: intent.key,
-            version: Version::new(0, ""),
-            owner: intent.incarnation.clone(),
-            lease_until_ms: leased.then(|| now + self.lease_ms),
-            changed_at_ms: now,
-            body: intent.body,
+        let key = intent.key.clone();
+        let planned = PlannedWrite::plan(
+            write::Intent {
+                key: intent.key,
+                body: intent.body,
+                incarnation: intent.incarnation,
+                generation: intent.generation,
+                lease_until_ms: leased.then(|| now + self.lease_ms),
+            },
+            self.merged.get(&key),
+            self.ready,
+            now,
+            &self.writer_id,
+            &mut self.hlc,
+        );
+        let mut planned = match planned {
+            Ok(planned) => planned,
+            Err(refusal) => return self.refused(refusal, &key, now, true, stats),
         };
-        // As the registrar does: a write is later than the record its view
-        // holds, even when that record's writer had a clock ahead of ours.
-        if let Some(held) =
-            self.merged.get(&record.key).filter(|_| site.knobs.changed_at_after_view)
-        {
-            record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
+        if planned.is_client_ordered() {
+            stats.client_ordered_writes += 1;
+        } else {
+            stats.hlc_writes += 1;
         }
-        let client_ordered = match (intent.generation, &intent.incarnation) {
-            (Some(generation), Some(incarnation)) => {
-                record.version = Version::new(generation, incarnation.as_str());
-                stats.client_ordered_writes += 1;
-                true
+        loop {
+            if let Err(refusal) = planned.judge(self.merged.get(&key), now, rules.write) {
+                return self.refused(refusal, &key, now, true, stats);
             }
-            _ => {
-                // As the registrar does: an incarnation that withdrew the
-                // record does not bring it back with an assigned generation.
-                let fence =
-                    mcs_core::rules::fenced_by_withdrawal(self.merged.get(&record.key), &record);
-                if let Some(stored) = fence.cloned() {
-                    stats.refused_stale += 1;
-                    count_refusal(stats, true);
-                    return Written::answer(Reply::Stale(stored));
-                }
-                record.version =
-                    self.unchanged_version(&record).unwrap_or_else(|| self.next_version(now));
-                stats.hlc_writes += 1;
-                false
-            }
-        };
-        for attempt in 1..=2 {
-            let local = table.get(&record.key, region).map(|i| &i.record);
-            let (decision, by_view) =
-                match (rules.write)(self.merged.get(&record.key), &record, now) {
-                    WriteDecision::Apply | WriteDecision::Renew => {
-                        ((rules.write)(local, &record, now), false)
-                    }
-                    refusal => (refusal, true),
-                };
+            let local = table.get(&key, region).map(|i| &i.record);
+            let decision = (rules.write)(local, planned.record(), now);
             match decision {
                 WriteDecision::Apply | WriteDecision::Renew => {
+                    let record = planned.into_record();
                     let store = match (&decision, local) {
                         (WriteDecision::Renew, Some(stored)) => renewal_extends(stored, &record),
                         _ => true,
@@ -327,29 +303,53 @@ impl Process {
                     };
                 }
                 WriteDecision::Stale { stored } => {
-                    self.hlc.observe(stored.generation);
-                    if client_ordered || attempt == 2 {
-                        stats.refused_stale += 1;
-                        count_refusal(stats, by_view);
-                        return Written::answer(Reply::Stale(stored));
+                    if let Err(refusal) = planned.stale(stored, now, &mut self.hlc) {
+                        return self.refused(refusal, &key, now, false, stats);
                     }
                     stats.hlc_retries += 1;
-                    record.version = self.next_version(now);
                 }
                 WriteDecision::Owned { owner, until_ms } => {
-                    stats.refused_owned += 1;
-                    count_refusal(stats, by_view);
-                    let fenced_by_view = self.merged.get(&record.key).is_some_and(|held| {
-                        held.owner.as_deref() == Some(owner.as_str()) && held.is_live(now, 0)
-                    });
-                    if !fenced_by_view {
-                        stats.owned_by_stale_item += 1;
-                    }
-                    return Written::answer(Reply::Owned { until_ms, now_ms: now });
+                    let refusal = Refusal::Owned { owner, until_ms };
+                    return self.refused(refusal, &key, now, false, stats);
                 }
             }
         }
-        unreachable!("the second attempt always returns")
+    }
+
+    /// The answer to a refused write, counted.
+    fn refused(
+        &self,
+        refusal: Refusal,
+        key: &Key,
+        now: u64,
+        by_view: bool,
+        stats: &mut Stats,
+    ) -> Written {
+        Written::answer(match refusal {
+            Refusal::NotReady => {
+                stats.unavailable += 1;
+                Reply::Unavailable
+            }
+            Refusal::Stale { stored } => {
+                stats.refused_stale += 1;
+                count_refusal(stats, by_view);
+                Reply::Stale(stored)
+            }
+            Refusal::Owned { owner, until_ms } => {
+                stats.refused_owned += 1;
+                count_refusal(stats, by_view);
+                let fenced_by_view = self.merged.get(key).is_some_and(|held| {
+                    held.owner.as_deref() == Some(owner.as_str()) && held.is_live(now, 0)
+                });
+                if !fenced_by_view {
+                    stats.owned_by_stale_item += 1;
+                }
+                Reply::Owned { until_ms, now_ms: now }
+            }
+            // Simulated clients send no generation ahead of the clock, and
+            // the simulated clock never runs out.
+            Refusal::GenerationAhead { .. } | Refusal::Clock(_) => Reply::Unavailable,
+        })
     }
 
     /// Withdraws `key` (a tombstone), as `Registrar::withdraw` does: unknown
@@ -365,12 +365,13 @@ impl Process {
     ) -> Written {
         let held =
             self.merged.get(&key).cloned().or_else(|| site.table.merged(&key, site.rules.merge));
-        match held {
-            None => return Written::answer(Reply::NotFound),
-            Some(record) if record.is_tombstone() && generation.is_none() => {
-                return Written::answer(Reply::Ok(Box::new(record)));
+        match plan_withdrawal(held.as_ref(), generation, self.ready) {
+            Ok(WithdrawalPlan::Write) => {}
+            Ok(WithdrawalPlan::NotFound) => return Written::answer(Reply::NotFound),
+            Ok(WithdrawalPlan::Withdrawn(record)) => {
+                return Written::answer(Reply::Ok(record));
             }
-            Some(_) => {}
+            Err(refusal) => return self.refused(refusal, &key, self.now(site.t), true, stats),
         }
         self.write(Intent { key, body: Body::Tombstone, incarnation, generation }, site, stats)
     }

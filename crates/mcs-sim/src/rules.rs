@@ -79,6 +79,16 @@ impl Rules {
         ..Rules::REAL
     };
 
+    /// BROKEN on purpose: the write rule without the withdrawal fence
+    /// (defect 2 of the hardening review): the fence held only in one
+    /// registrar's view, so a heartbeat through another process of the
+    /// region, whose view lagged, was retried past the tombstone.
+    pub const BROKEN_UNFENCED_WRITE: Rules = Rules {
+        name: "broken: the withdrawal fence only in the view",
+        write: unfenced_write,
+        ..Rules::REAL
+    };
+
     /// BROKEN on purpose: a merge that lets any record replace a held
     /// tombstone, whatever its version.
     pub const BROKEN_TOMBSTONE_MERGE: Rules = Rules {
@@ -137,4 +147,19 @@ pub fn generation_only_write(stored: Option<&Record>, new: &Record, now_ms: u64)
 /// The broken merge rule: a held tombstone is replaced by anything.
 pub fn tombstone_blind_merge(incoming: &Record, held: &Record) -> bool {
     held.is_tombstone() || incoming.supersedes(held)
+}
+
+/// The broken write rule: [`mcs_core::decide`] except that a tombstone of
+/// the writing incarnation refuses only by version, as before the fence was
+/// part of the rule.
+pub fn unfenced_write(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision {
+    if let Some(held) = stored
+        && mcs_core::rules::fenced_by_withdrawal(Some(held), new).is_some()
+    {
+        return match new.version.cmp(&held.version) {
+            std::cmp::Ordering::Greater => WriteDecision::Apply,
+            _ => WriteDecision::Stale { stored: held.version.clone() },
+        };
+    }
+    mcs_core::decide(stored, new, now_ms)
 }

@@ -430,7 +430,9 @@ impl World {
     fn arrive(&mut self, request: Request) -> Result<(), Violation> {
         let slot = &mut self.slots[request.slot];
         let region = slot.region;
-        let reply = match slot.process.as_mut().filter(|p| p.ready) {
+        // A process that has not finished its first full read is asked
+        // too: it refuses (503) by the registrar's own rule.
+        let reply = match slot.process.as_mut() {
             None => {
                 self.stats.unavailable += 1;
                 Reply::Unavailable
@@ -567,6 +569,9 @@ impl World {
         let item = Item { record, commit: self.commit };
         let old = self.tables[region].put(region, item.clone());
         self.check_step(region, region, old.as_ref(), &item, "conditional write")?;
+        if self.options.check_replicas {
+            check::withdrawal_fence(old.as_ref().map(|i| &i.record), &item.record, region)?;
+        }
         for to in 0..self.params.regions {
             if to == region {
                 continue;

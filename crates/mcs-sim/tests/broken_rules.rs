@@ -21,7 +21,14 @@ fn hunt(rules: Rules, options: Options, limit: u64) -> Failure {
 fn a_write_rule_that_lets_lower_generations_replace_tombstones_is_caught() {
     let failure = hunt(Rules::BROKEN_TOMBSTONE_WRITE, Options::default(), 2_000);
     eprintln!("caught:\n{failure}");
-    assert_eq!(failure.violation.invariant, Invariant::ReplicaMonotone);
+    // Caught on the conditional write itself, by one of the per-step checks.
+    assert!(
+        matches!(
+            failure.violation.invariant,
+            Invariant::ReplicaMonotone | Invariant::WithdrawalFence
+        ),
+        "{failure}"
+    );
 
     // Without the check on every replica step, the end-to-end invariants
     // (1–4) catch it too.
@@ -46,4 +53,14 @@ fn a_merge_rule_blind_to_tombstones_is_caught() {
     eprintln!("caught:\n{failure}");
     assert_ne!(failure.violation.invariant, Invariant::Panicked, "{failure}");
     assert_ne!(failure.violation.invariant, Invariant::ReplicaMonotone, "{failure}");
+}
+
+/// Defect 2 of the hardening review, re-introduced: with the fence only in
+/// the registrar's view, two registrars of one region sharing a table let a
+/// late heartbeat undo a withdrawal.
+#[test]
+fn a_withdrawal_fence_held_only_in_the_view_is_caught() {
+    let failure = hunt(Rules::BROKEN_UNFENCED_WRITE, Options::default(), 5_000);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::WithdrawalFence, "{failure}");
 }

@@ -30,21 +30,14 @@ fn strict() -> Options {
 fn replicas_ordered_by_changed_at_diverge() {
     let failure = hunt(Rules::CHANGED_AT_REPLICATION, Options::default(), 3_000).expect("found");
     eprintln!("{failure}");
-    let without_bump = Options {
-        knobs: Knobs { changed_at_after_view: false, ..Knobs::default() },
-        ..Options::default()
-    };
-    let failure = hunt(Rules::CHANGED_AT_REPLICATION, without_bump, 3_000).expect("found");
-    eprintln!("{failure}");
 }
 
 /// Replicas that take an image when it supersedes the held one converge,
-/// and without the `changed_at` bump the strict lease check holds too.
+/// and the strict lease check holds too.
 #[test]
 #[ignore = "proposed fix"]
 fn replicas_ordered_by_supersedes_converge() {
-    let knobs = Knobs { changed_at_after_view: false, ..Knobs::default() };
-    let found = hunt(Rules::SUPERSEDES_REPLICATION, Options { knobs, ..strict() }, 3_000);
+    let found = hunt(Rules::SUPERSEDES_REPLICATION, strict(), 3_000);
     assert!(found.is_none(), "{}", found.map(|f| f.to_string()).unwrap_or_default());
 }
 
@@ -73,7 +66,7 @@ fn surprising_but_allowed() {
 }
 
 /// Free exploration: `RULES=real|changed_at|supersedes|lease_merge`,
-/// `KNOBS=drift,stored_only,no_bump,strict`, `MCS_SIM_SCHEDULES=<n>`.
+/// `KNOBS=drift,stored_only,strict`, `MCS_SIM_SCHEDULES=<n>`.
 #[test]
 #[ignore = "exploration"]
 fn explore() {
@@ -86,11 +79,7 @@ fn explore() {
     let has = |k: &str| knobs_var.split(',').any(|x| x == k);
     let options = Options {
         strict_leases: has("strict"),
-        knobs: Knobs {
-            lease_drift: has("drift"),
-            view_applies_stored_only: has("stored_only"),
-            changed_at_after_view: !has("no_bump"),
-        },
+        knobs: Knobs { lease_drift: has("drift"), view_applies_stored_only: has("stored_only") },
         ..Options::default()
     };
     let seeds = seeds_from_env(2_000);

@@ -33,6 +33,7 @@ macro_rules! store_conformance_suite {
             renewal_extends_and_never_shortens_the_lease,
             a_tombstone_refuses_older_writes,
             owner_fencing_until_the_lease_expires,
+            a_withdrawal_fences_its_incarnation_in_storage,
             changed_since_returns_exactly_the_later_writes,
         );
     };
@@ -169,6 +170,27 @@ pub async fn owner_fencing_until_the_lease_expires(store: Arc<dyn Store>) {
     let takeover = at(mk_pool("a", 3, "w", Some("y"), Some(40_000)), 30_000);
     assert_eq!(store.put(&takeover, 20_000).await.unwrap(), PutOutcome::Applied, "after expiry");
     assert_eq!(store.get(&held.key).await.unwrap(), Some(takeover));
+}
+
+/// A tombstone written by incarnation x refuses x's later writes whose
+/// generation the registrar chose (a heartbeat x sent before withdrawing,
+/// arriving late through another registry process), however high that
+/// generation; x's own generation, or another incarnation, may register it.
+pub async fn a_withdrawal_fences_its_incarnation_in_storage(store: Arc<dyn Store>) {
+    let live = at(mk_pool("a", 5, "reg-1", Some("x"), Some(10_000)), 1_000);
+    store.put(&live, 1_000).await.unwrap();
+    let mut tomb = at(mk_tombstone("a", 6, "reg-1"), 2_000);
+    tomb.owner = Some("x".into());
+    assert_eq!(store.put(&tomb, 2_000).await.unwrap(), PutOutcome::Applied);
+    let late = at(mk_pool("a", 9, "reg-2", Some("x"), Some(20_000)), 3_000);
+    assert_eq!(
+        store.put(&late, 3_000).await.unwrap(),
+        PutOutcome::Stale { stored: tomb.version.clone() },
+        "a registrar-assigned generation of the incarnation that withdrew"
+    );
+    assert_eq!(store.get(&tomb.key).await.unwrap(), Some(tomb.clone()), "still withdrawn");
+    let ordered = at(mk_pool("a", 10, "x", Some("x"), Some(20_000)), 4_000);
+    assert_eq!(store.put(&ordered, 4_000).await.unwrap(), PutOutcome::Applied);
 }
 
 /// `read_changed_since(w)` returns exactly the records written after `w`.

@@ -193,6 +193,23 @@ fn a_full_read_drops_what_storage_no_longer_holds() {
     assert_eq!(v.pools().len(), 3);
 }
 
+#[test]
+fn a_write_acknowledged_during_a_full_read_survives_it() {
+    // The registrar reads its clock (changed_at 1_000), the scan starts at
+    // 1_500 and passes the item's segment, then the write lands and is
+    // applied to the view at 1_700: the scan does not hold it, but it is
+    // an acknowledged write and must stay.
+    let mut v = View::new(SKEW);
+    let mut written = mk_pool("a", 1, "r", None, Some(90_000));
+    written.changed_at_ms = 1_000;
+    v.apply(written.clone(), 1_700);
+    let result = v.replace_all(Vec::new(), 1_500, 2_000);
+    assert_eq!(result.dropped, 0);
+    assert_eq!(v.record(&written.key), Some(&written), "read-your-writes across a full read");
+    // The next full read that does not hold it drops it.
+    assert_eq!(v.replace_all(Vec::new(), 2_500, 3_000).dropped, 1);
+}
+
 /// xorshift64*: deterministic, seedable, good enough to shuffle tests.
 struct Rng(u64);
 impl Rng {

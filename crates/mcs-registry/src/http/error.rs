@@ -102,19 +102,39 @@ impl IntoResponse for ApiError {
                 StatusCode::NOT_FOUND,
                 ErrorBody::new(ErrorCode::NotFound, format!("{key} not found")),
             ),
+            ApiError::Write(WriteError::Invalid(error)) => {
+                return ApiError::Invalid(error).into_response();
+            }
+            ApiError::Write(WriteError::NotReady) => {
+                return unavailable(
+                    "the registry has not finished its first full read of storage; retry later",
+                );
+            }
+            ApiError::Write(WriteError::Clock(error)) => {
+                tracing::error!(%error, "cannot assign a generation");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ErrorBody::new(ErrorCode::Internal, "internal error"),
+                )
+            }
             ApiError::Write(WriteError::Store(error)) => return store_error(error),
         };
         (status, axum::Json(body)).into_response()
     }
 }
 
+/// `503` with `Retry-After`: nothing was acknowledged, try again soon.
+fn unavailable(message: &str) -> Response {
+    let body = ErrorBody::new(ErrorCode::Unavailable, message);
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    response
+}
+
 fn store_error(error: StoreError) -> Response {
     if error.is_unavailable() {
         tracing::warn!(%error, "storage unavailable");
-        let body = ErrorBody::new(ErrorCode::Unavailable, "storage unavailable; retry later");
-        let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-        return response;
+        return unavailable("storage unavailable; retry later");
     }
     tracing::error!(%error, "storage error");
     let body = ErrorBody::new(ErrorCode::Internal, "internal error");

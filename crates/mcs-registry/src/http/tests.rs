@@ -35,7 +35,18 @@ async fn harness() -> Harness {
 }
 
 fn unready_harness() -> Harness {
-    let args = Args::try_parse_from([
+    harness_on(Arc::new(MemoryStore::new()), Arc::new(ManualClock::new(T0)), "reg-a", &[])
+}
+
+/// A registry (not yet polled) on `store`, as writer `writer`, with the
+/// test flags plus `extra`.
+fn harness_on(
+    store: Arc<MemoryStore>,
+    clock: Arc<ManualClock>,
+    writer: &str,
+    extra: &[&str],
+) -> Harness {
+    let mut argv = vec![
         "mcs-registry",
         "--lease-duration-secs",
         "30",
@@ -46,12 +57,11 @@ fn unready_harness() -> Harness {
         "--max-body-bytes",
         "4096",
         "--writer-id",
-        "reg-a",
-    ])
-    .unwrap();
+        writer,
+    ];
+    argv.extend_from_slice(extra);
+    let args = Args::try_parse_from(argv).unwrap();
     let settings = Settings::from_args(&args).unwrap();
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(MemoryStore::new());
     let registry = Registry::new(store.clone(), clock.clone(), &settings);
     Harness { registry, clock, store }
 }
@@ -120,6 +130,8 @@ fn export(exported_at: &str, port: u16) -> Value {
 fn fingerprint(reply: &Reply) -> String {
     reply.body["fingerprint"].as_str().unwrap().to_owned()
 }
+
+mod hardening;
 
 #[tokio::test]
 async fn register_list_and_withdraw_a_pool() {

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! attribute_not_exists(pk)
-//! OR ( ownership ok AND ( newer OR extending renewal ) )
+//! OR ( ownership ok AND ( newer OR extending renewal ) [AND fence] )
 //!
 //! ownership ok = deleted = true OR attribute_not_exists(owner)
 //!                OR attribute_not_exists(lease_until_ms) OR lease_until_ms <= :now
@@ -13,6 +13,8 @@
 //! renewal      = gen = :gen AND writer = :writer AND digest = :digest
 //!                AND (attribute_not_exists(lease_until_ms) OR lease_until_ms < :lease)
 //!                                                          (only when the write has a lease > 0)
+//! fence        = NOT (deleted = true AND owner = :owner)   (only for a registrar-assigned
+//!                                                           generation of an owned record)
 //! ```
 //!
 //! A write the condition refuses is explained by calling `decide` on the
@@ -68,8 +70,17 @@ pub(crate) fn for_write(new: &Record, now_ms: u64) -> Condition {
         values.insert(":lease".to_owned(), AttributeValue::N(lease.to_string()));
     }
 
+    // `fenced_by_withdrawal`: an incarnation does not write over its own
+    // withdrawal with a generation it did not choose.
+    let fence =
+        if new.owner.is_some() && !new.is_tombstone() && !mcs_core::rules::is_client_ordered(new) {
+            " AND NOT (#deleted = :true AND #owner = :owner)"
+        } else {
+            ""
+        };
+
     Condition {
-        expression: format!("attribute_not_exists(#pk) OR (({ownership}) AND ({progress}))"),
+        expression: format!("attribute_not_exists(#pk) OR (({ownership}) AND ({progress}){fence})"),
         names,
         values,
     }
@@ -109,11 +120,15 @@ mod tests {
              OR attribute_not_exists(#lease_until_ms) OR #lease_until_ms <= :now \
              OR #owner = :owner) AND (#gen < :gen OR (#gen = :gen AND #writer < :writer) \
              OR (#gen = :gen AND #writer = :writer AND #digest = :digest \
-             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease))))"
+             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease))) \
+             AND NOT (#deleted = :true AND #owner = :owner))"
         );
         assert_eq!(c.values[":now"], AttributeValue::N("7".into()));
         assert_eq!(c.values[":lease"], AttributeValue::N("10000".into()));
         check_placeholders(&c);
+        let ordered = for_write(&mk_pool("a", 5, "x", Some("x"), Some(10_000)), 7);
+        assert!(!ordered.expression.contains("NOT"), "a client-ordered write is not fenced");
+        check_placeholders(&ordered);
     }
 
     #[test]

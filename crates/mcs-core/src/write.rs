@@ -1,0 +1,388 @@
+//! The registrar's decisions on a write, pure: the steps of
+//! `mcs-registry`'s `Registrar` around its one conditional write, shared
+//! with the simulation (`mcs-sim`) so that what is simulated is what runs.
+//!
+//! ```text
+//!  Intent ─► PlannedWrite::plan   (ready? changed_at after the held record;
+//!                                  version: the client's (bounded), the held
+//!                                  one for a heartbeat, or the HLC; the fence)
+//!         ─► judge(view's record)  the write rule against the merged view
+//!         ─► conditional write     (the caller's I/O)
+//!              └ Stale ─► PlannedWrite::stale: observe, retry once with a
+//!                          fresh HLC generation, or refuse
+//! ```
+
+use crate::hlc::ClockError;
+use crate::rules::fenced_by_withdrawal;
+use crate::{Body, Hlc, Key, Record, Version, WriteDecision};
+
+/// A write rule: what a write of `new` over `stored` does at `now_ms`
+/// ([`crate::decide`], or a deliberately broken one in the simulation).
+pub type WriteRule = fn(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecision;
+
+/// What a client asked for, before a version is chosen.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    /// The record's key.
+    pub key: Key,
+    /// The payload (a tombstone to withdraw).
+    pub body: Body,
+    /// The client's incarnation, if it sent one.
+    pub incarnation: Option<String>,
+    /// The client's own generation, if it sent one (with an incarnation).
+    pub generation: Option<u64>,
+    /// The lease's end, for leased records.
+    pub lease_until_ms: Option<u64>,
+}
+
+/// Why a write is refused before or instead of storing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The registry has not finished its first full read: its view cannot
+    /// judge ownership, fences or generations yet.
+    NotReady,
+    /// The client's generation is beyond the allowance above the
+    /// registry's clock.
+    GenerationAhead {
+        /// The generation sent.
+        generation: u64,
+        /// The highest acceptable now.
+        bound: u64,
+    },
+    /// A newer version is held (or the write is fenced by a withdrawal).
+    Stale {
+        /// What is held.
+        stored: Version,
+    },
+    /// Another incarnation holds the live lease.
+    Owned {
+        /// The holder.
+        owner: String,
+        /// Its lease's end.
+        until_ms: u64,
+    },
+    /// The clock cannot issue a generation.
+    Clock(ClockError),
+}
+
+impl From<ClockError> for Refusal {
+    fn from(e: ClockError) -> Self {
+        Refusal::Clock(e)
+    }
+}
+
+/// A write on its way to the conditional write.
+#[derive(Debug, Clone)]
+pub struct PlannedWrite {
+    record: Record,
+    writer: String,
+    client_ordered: bool,
+    attempts: u32,
+}
+
+impl PlannedWrite {
+    /// Builds the record of `intent` at `now_ms` for a registrar writing as
+    /// `writer`, over `held`, the merged view's record of the key.
+    ///
+    /// - Nothing is written until the first full read (`ready`).
+    /// - `changed_at` is after the held record's, even when its writer's
+    ///   clock ran ahead: replication and delta polls order an item's
+    ///   writes by it.
+    /// - A client's generation must be within the clock's bound.
+    /// - Without one: the incarnation that withdrew the record is fenced;
+    ///   a heartbeat (same content) reuses the held version; anything else
+    ///   gets a fresh HLC generation.
+    pub fn plan(
+        intent: Intent,
+        held: Option<&Record>,
+        ready: bool,
+        now_ms: u64,
+        writer: &str,
+        hlc: &mut Hlc,
+    ) -> Result<Self, Refusal> {
+        if !ready {
+            return Err(Refusal::NotReady);
+        }
+        let mut record = Record {
+            key: intent.key,
+            version: Version::new(0, writer),
+            owner: intent.incarnation.clone(),
+            lease_until_ms: intent.lease_until_ms,
+            changed_at_ms: now_ms,
+            body: intent.body,
+        };
+        if let Some(held) = held {
+            record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
+        }
+        let client_ordered = match (intent.generation, intent.incarnation) {
+            (Some(generation), Some(incarnation)) => {
+                let bound = hlc.bound(now_ms);
+                if generation > bound {
+                    return Err(Refusal::GenerationAhead { generation, bound });
+                }
+                record.version = Version::new(generation, incarnation);
+                true
+            }
+            _ => {
+                if let Some(stored) = fenced_by_withdrawal(held, &record) {
+                    return Err(Refusal::Stale { stored: stored.clone() });
+                }
+                record.version = match unchanged_version(held, &record) {
+                    Some(version) => version,
+                    None => Version::new(hlc.next(now_ms)?, writer),
+                };
+                false
+            }
+        };
+        Ok(Self { record, writer: writer.to_owned(), client_ordered, attempts: 1 })
+    }
+
+    /// The record to write.
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
+    /// The record, once written.
+    pub fn into_record(self) -> Record {
+        self.record
+    }
+
+    /// Whether the client chose the generation.
+    pub fn is_client_ordered(&self) -> bool {
+        self.client_ordered
+    }
+
+    /// Judges the write with `rule` against `held`, the merged view's
+    /// record: the view holds every region's items, the conditional write
+    /// sees only this region's, so this fences owners and refuses stale
+    /// generations across regions (up to replication lag).
+    pub fn judge(
+        &self,
+        held: Option<&Record>,
+        now_ms: u64,
+        rule: WriteRule,
+    ) -> Result<WriteDecision, Refusal> {
+        match rule(held, &self.record, now_ms) {
+            WriteDecision::Stale { stored } => Err(Refusal::Stale { stored }),
+            WriteDecision::Owned { owner, until_ms } => Err(Refusal::Owned { owner, until_ms }),
+            decision => Ok(decision),
+        }
+    }
+
+    /// The conditional write refused the record as stale, `stored` being
+    /// what it holds. The clock observes it; a registrar-assigned
+    /// generation is retried once with a fresh one (another writer's clock
+    /// ran ahead, and the HLC has now seen it); a client's generation, or a
+    /// second refusal, is refused.
+    pub fn stale(&mut self, stored: Version, now_ms: u64, hlc: &mut Hlc) -> Result<(), Refusal> {
+        hlc.observe(stored.generation, now_ms);
+        if self.client_ordered || self.attempts >= 2 {
+            return Err(Refusal::Stale { stored });
+        }
+        self.attempts += 1;
+        self.record.version = Version::new(hlc.next(now_ms)?, self.writer.as_str());
+        Ok(())
+    }
+}
+
+/// The held version, when `record` repeats what is held (a heartbeat).
+fn unchanged_version(held: Option<&Record>, record: &Record) -> Option<Version> {
+    let held = held?;
+    if held.is_tombstone() || record.is_tombstone() {
+        return None;
+    }
+    (held.content_digest() == record.content_digest()).then(|| held.version.clone())
+}
+
+/// What a withdrawal does, given `held`, the key's record (from the view,
+/// else from storage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WithdrawalPlan {
+    /// Nothing to withdraw.
+    NotFound,
+    /// Already withdrawn, and the client orders no newer withdrawal: answer
+    /// with the tombstone.
+    Withdrawn(Box<Record>),
+    /// Write a tombstone.
+    Write,
+}
+
+/// Plans a withdrawal of the key `held` describes; `generation` is the
+/// client's own, if it sent one.
+pub fn plan_withdrawal(
+    held: Option<&Record>,
+    generation: Option<u64>,
+    ready: bool,
+) -> Result<WithdrawalPlan, Refusal> {
+    if !ready {
+        return Err(Refusal::NotReady);
+    }
+    Ok(match held {
+        None => WithdrawalPlan::NotFound,
+        Some(record) if record.is_tombstone() && generation.is_none() => {
+            WithdrawalPlan::Withdrawn(Box::new(record.clone()))
+        }
+        Some(_) => WithdrawalPlan::Write,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide;
+    use crate::fixtures::{mk_pool, mk_tombstone};
+    use crate::hlc::generation_at;
+
+    const NOW: u64 = 1_767_225_600_000;
+
+    fn intent_like(record: &Record, incarnation: Option<&str>, generation: Option<u64>) -> Intent {
+        Intent {
+            key: record.key.clone(),
+            body: record.body.clone(),
+            incarnation: incarnation.map(str::to_owned),
+            generation,
+            lease_until_ms: Some(NOW + 30_000),
+        }
+    }
+
+    #[test]
+    fn nothing_is_written_before_the_first_full_read() {
+        let pool = mk_pool("a", 1, "w", None, None);
+        let refused = PlannedWrite::plan(
+            intent_like(&pool, None, None),
+            None,
+            false,
+            NOW,
+            "reg",
+            &mut Hlc::default(),
+        );
+        assert_eq!(refused.unwrap_err(), Refusal::NotReady);
+        assert_eq!(plan_withdrawal(Some(&pool), None, false), Err(Refusal::NotReady));
+    }
+
+    #[test]
+    fn a_client_generation_beyond_the_allowance_is_refused_and_moves_no_clock() {
+        let pool = mk_pool("a", 1, "w", None, None);
+        let mut hlc = Hlc::new(60_000);
+        for generation in [u64::MAX, generation_at(NOW + 61_000)] {
+            let refused = PlannedWrite::plan(
+                intent_like(&pool, Some("x"), Some(generation)),
+                None,
+                true,
+                NOW,
+                "reg",
+                &mut hlc,
+            );
+            assert!(matches!(refused, Err(Refusal::GenerationAhead { .. })), "{generation}");
+        }
+        let within = generation_at(NOW + 59_000);
+        let ok = PlannedWrite::plan(
+            intent_like(&pool, Some("x"), Some(within)),
+            None,
+            true,
+            NOW,
+            "reg",
+            &mut hlc,
+        )
+        .unwrap();
+        assert_eq!(ok.record().version, Version::new(within, "x"));
+        assert!(ok.is_client_ordered());
+        // The registrar's next own generation follows its wall clock.
+        let own =
+            PlannedWrite::plan(intent_like(&pool, None, None), None, true, NOW, "reg", &mut hlc)
+                .unwrap();
+        assert_eq!(own.record().version, Version::new(generation_at(NOW), "reg"));
+    }
+
+    #[test]
+    fn a_heartbeat_reuses_the_held_version_and_follows_its_write_time() {
+        let mut held = mk_pool("a", 7, "reg-0", Some("x"), Some(NOW + 1_000));
+        held.changed_at_ms = NOW + 500;
+        let planned = PlannedWrite::plan(
+            intent_like(&held, Some("x"), None),
+            Some(&held),
+            true,
+            NOW,
+            "reg",
+            &mut Hlc::default(),
+        )
+        .unwrap();
+        assert_eq!(planned.record().version, held.version, "same content: same version");
+        assert_eq!(planned.record().changed_at_ms, NOW + 501, "after the held write");
+        assert_eq!(planned.judge(Some(&held), NOW, decide), Ok(WriteDecision::Renew));
+    }
+
+    #[test]
+    fn an_incarnation_that_withdrew_is_fenced_and_never_retried_past_its_tombstone() {
+        let pool = mk_pool("a", 1, "w", None, None);
+        let mut tomb = mk_tombstone("a", 9, "reg-1");
+        tomb.owner = Some("x".into());
+        let mut hlc = Hlc::default();
+        let refused = PlannedWrite::plan(
+            intent_like(&pool, Some("x"), None),
+            Some(&tomb),
+            true,
+            NOW,
+            "reg",
+            &mut hlc,
+        );
+        assert_eq!(refused.unwrap_err(), Refusal::Stale { stored: tomb.version.clone() });
+
+        // The view of this process is behind: it still holds the live
+        // record, so the heartbeat reuses its version; storage holds the
+        // tombstone and refuses. The retry's fresh generation is refused
+        // by the same fence in the write rule.
+        let live = mk_pool("a", 5, "reg-1", Some("x"), Some(NOW + 1_000));
+        let mut planned = PlannedWrite::plan(
+            intent_like(&live, Some("x"), None),
+            Some(&live),
+            true,
+            NOW,
+            "reg-2",
+            &mut hlc,
+        )
+        .unwrap();
+        let stored = match decide(Some(&tomb), planned.record(), NOW) {
+            WriteDecision::Stale { stored } => stored,
+            other => panic!("storage must refuse: {other:?}"),
+        };
+        planned.stale(stored, NOW, &mut hlc).unwrap();
+        assert!(planned.record().version > tomb.version, "a fresh generation");
+        assert_eq!(
+            decide(Some(&tomb), planned.record(), NOW),
+            WriteDecision::Stale { stored: tomb.version.clone() },
+            "still fenced"
+        );
+        assert!(planned.stale(tomb.version.clone(), NOW, &mut hlc).is_err(), "one retry only");
+    }
+
+    #[test]
+    fn a_client_generation_is_never_retried() {
+        let pool = mk_pool("a", 1, "w", None, None);
+        let mut hlc = Hlc::default();
+        let mut planned = PlannedWrite::plan(
+            intent_like(&pool, Some("x"), Some(3)),
+            None,
+            true,
+            NOW,
+            "reg",
+            &mut hlc,
+        )
+        .unwrap();
+        let stored = Version::new(generation_at(NOW), "reg");
+        assert_eq!(planned.stale(stored.clone(), NOW, &mut hlc), Err(Refusal::Stale { stored }));
+    }
+
+    #[test]
+    fn withdrawal_plans() {
+        let live = mk_pool("a", 1, "w", None, None);
+        let tomb = mk_tombstone("a", 2, "w");
+        assert_eq!(plan_withdrawal(None, None, true), Ok(WithdrawalPlan::NotFound));
+        assert_eq!(plan_withdrawal(Some(&live), None, true), Ok(WithdrawalPlan::Write));
+        assert_eq!(
+            plan_withdrawal(Some(&tomb), None, true),
+            Ok(WithdrawalPlan::Withdrawn(Box::new(tomb.clone())))
+        );
+        assert_eq!(plan_withdrawal(Some(&tomb), Some(3), true), Ok(WithdrawalPlan::Write));
+    }
+}
