@@ -663,3 +663,38 @@ async fn stall_until_expiries_are_held(strict: bool) {
     let slowest = heartbeats.await.unwrap();
     eprintln!("slowest heartbeat round {slowest:?}; {:?}", world.replicator().stats());
 }
+
+/// Two registry processes in one region, sharing its table (hardening,
+/// defect 2): relay x withdraws through the first; a heartbeat it sent
+/// before, arriving late through the second (whose view still holds the
+/// live pool), is refused, and the pool stays withdrawn in every process
+/// and region, through a full resync.
+#[tokio::test]
+async fn a_withdrawal_holds_across_two_registrars_of_one_region() {
+    let flags = [("--full-resync-interval-secs", "3")];
+    let Some(mut world) = MultiRegion::start("tworeg", &[A, B], &flags, 7).await else { return };
+    let second = world.launch_second(A).await;
+    let by_x = pool("c1", "shared", 1, json!({"incarnation": "relay-x"}));
+    let (status, registered) = world.call(A, Method::POST, "/v1/pools", Some(&by_x)).await;
+    assert_eq!(status, StatusCode::OK, "{registered}");
+    let pool_id = registered["pool_id"].as_str().unwrap().to_owned();
+    eventually(Duration::from_secs(10), "the second process sees the pool", async || {
+        world.list(&second, "pools").await["pools"].as_array().unwrap().len() == 1
+    })
+    .await;
+
+    let (status, gone) = world
+        .call(A, Method::DELETE, &format!("/v1/pools/{pool_id}?incarnation=relay-x"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{gone}");
+    // At once, before the second process polls again.
+    let (status, late) = world.call(&second, Method::POST, "/v1/pools", Some(&by_x)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "the late heartbeat is refused: {late}");
+    assert_eq!(late["stored_generation"], gone["generation"]);
+
+    tokio::time::sleep(Duration::from_secs(4)).await; // past a full resync
+    for at in [A, second.as_str(), B] {
+        let pools = world.list(at, "pools").await;
+        assert_eq!(pools["pools"], json!([]), "{at} serves the withdrawn pool: {pools}");
+    }
+}

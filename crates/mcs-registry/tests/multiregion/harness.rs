@@ -121,17 +121,30 @@ impl MultiRegion {
     }
 
     async fn launch(&mut self, region: &str) {
+        self.launch_as(region, region, writer_id(region)).await;
+    }
+
+    /// Starts a second registry process in `region`, on the same table
+    /// replica as the first; it is addressed as the returned name (for
+    /// [`MultiRegion::api`], [`MultiRegion::call`], ...).
+    pub async fn launch_second(&mut self, region: &str) -> String {
+        let name = format!("{region}#2");
+        self.launch_as(&name, region, format!("{}-2", writer_id(region))).await;
+        name
+    }
+
+    async fn launch_as(&mut self, name: &str, region: &str, writer: String) {
         let mut args = support::dynamo_args(&self.endpoint, &self.table);
         // dynamo_args names us-east-1: point it at this region.
         let at = args.iter().position(|a| a == "--region").expect("--region") + 1;
         args[at] = region.to_owned();
-        args.extend(["--writer-id".to_owned(), writer_id(region)]);
+        args.extend(["--writer-id".to_owned(), writer]);
         for (flag, value) in &self.flags {
             args.extend([flag.clone(), value.clone()]);
         }
         let process =
             RegistryProcess::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
-        self.registries.insert(region.to_owned(), process);
+        self.registries.insert(name.to_owned(), process);
     }
 
     /// The table's name (the same in every region).
