@@ -5,6 +5,11 @@ use crate::output::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// The registry's default `--retention-secs`: two days. Every
+/// `--retention-secs` of mcs-admin defaults to it, and the commands that
+/// take none open the table with it.
+pub const DEFAULT_RETENTION_SECS: u64 = 172_800;
+
 /// mcs-admin: migrate, inspect, compare, back up and clean the DynamoDB
 /// table of mcs-registry. Liveness is judged by the registry's own merge
 /// rules, so "live" here is exactly what the registry serves.
@@ -75,11 +80,13 @@ pub enum Command {
     Get(GetArgs),
     /// Every record (merged per key) as JSON lines on stdout, for restore.
     Dump,
-    /// Write records from a dump; never overwrites a newer item.
+    /// Write records from a dump; never overwrites a newer item, skips
+    /// records older than the retention unless --force.
     Restore(RestoreArgs),
     /// Check the table's health; exit 1 when a problem is found.
     Doctor(DoctorArgs),
-    /// Delete tombstones and expired records past the retention.
+    /// Delete this region's items of tombstones and expired records past the
+    /// retention; other regions' items are left to gc in their region.
     Gc(GcArgs),
     /// Compare what two replicas serve, section by section; exit 1 when they
     /// differ.
@@ -186,9 +193,17 @@ pub struct RestoreArgs {
     pub file: PathBuf,
 
     /// Retention added to a restored record's expiry for its `ttl`; use the
-    /// registry's value.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    /// registry's value. Records older than it are skipped (see --force). At
+    /// least one day plus twice the skew allowance.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
     pub retention_secs: u64,
+
+    /// Also restore records older than the retention (last written, for a
+    /// lease or a tombstone; last known current, for an export): their newer
+    /// tombstones may have been collected already, so they may bring back
+    /// what was withdrawn.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `doctor`.
@@ -198,6 +213,11 @@ pub struct DoctorArgs {
     /// problem (DynamoDB deletes expired items within about two days).
     #[arg(long, env = "MCS_TTL_GRACE_SECS", default_value_t = 172_800)]
     pub ttl_grace_secs: u64,
+
+    /// The registry's retention, to find what gc in another region would
+    /// collect. At least one day plus twice the skew allowance.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
+    pub retention_secs: u64,
 }
 
 /// `gc`.
@@ -208,8 +228,9 @@ pub struct GcArgs {
     pub dry_run: bool,
 
     /// Keep tombstones and expired records this long past their expiry;
-    /// use the registry's value.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = 86_400)]
+    /// use the registry's value. At least one day plus twice the skew
+    /// allowance.
+    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
     pub retention_secs: u64,
 }
 

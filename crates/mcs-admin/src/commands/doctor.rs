@@ -12,9 +12,16 @@
 //! | conflicts | a served export reports `Conflict=True` |
 //! | clock skew | a record was written (`changed_at_ms`) further in the future than the skew allowance, or holds a lease longer than any the registry grants |
 //! | ttl backlog | an item is still present more than `--ttl-grace-secs` past its `ttl` |
+//! | foreign garbage | never: it reports, per origin, the items of other regions that gc there would collect |
+//!
+//! `foreign garbage` is informational, as items past their `ttl` but within
+//! the grace are for `ttl backlog`: gc in this region leaves other regions'
+//! items alone (see `gc`), and where TTL runs DynamoDB deletes them anyway;
+//! one left long past its `ttl` is a `ttl backlog` problem already.
 
-use super::DEFAULT_RETENTION;
 use super::describe::{Facts, facts};
+use super::gc::past_retention;
+use super::{DEFAULT_RETENTION, checked_retention};
 use crate::Exit;
 use crate::cli::{DoctorArgs, GlobalArgs};
 use crate::connect::Location;
@@ -81,10 +88,15 @@ pub(crate) struct Findings<'a> {
     pub view: &'a View,
     pub skew_ms: u64,
     pub ttl_grace_ms: u64,
+    /// The retention gc collects after.
+    pub retention_ms: u64,
+    /// The region of the replica read: its items are its own gc's.
+    pub origin: &'a str,
     pub now_ms: u64,
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
+    checked_retention(args.retention_secs, global.skew_allowance_ms)?;
     let location = Location::of(global)?;
     let store = location.open(DEFAULT_RETENTION).await?;
     let facts = facts(&store).await?;
@@ -99,6 +111,8 @@ pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Resul
         view: &view,
         skew_ms: global.skew_allowance_ms,
         ttl_grace_ms: args.ttl_grace_secs.saturating_mul(1000),
+        retention_ms: args.retention_secs.saturating_mul(1000),
+        origin: store.origin(),
         now_ms: now,
     });
     let healthy = checks.iter().all(|c| c.status == Status::Ok);
@@ -119,6 +133,7 @@ pub(crate) fn checks(f: &Findings<'_>) -> Vec<Check> {
         conflicts(f.view),
         skew(f),
         ttl_backlog(f),
+        foreign_garbage(f),
     ]
 }
 
@@ -318,6 +333,35 @@ fn ttl_backlog(f: &Findings<'_>) -> Check {
     Check::of_items("ttl backlog", items, &ok, problem)
 }
 
+fn foreign_garbage(f: &Findings<'_>) -> Check {
+    const NAME: &str = "foreign garbage";
+    let past = past_retention(f.scan, f.view, f.skew_ms, f.retention_ms, f.now_ms);
+    let mut per_origin: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, _, from) in past.iter().flat_map(|key| &key.items) {
+        if from != f.origin {
+            *per_origin.entry(from.as_str()).or_default() += 1;
+        }
+    }
+    if per_origin.is_empty() {
+        return Check::ok(NAME, "no item of another region past the retention");
+    }
+    let items: Vec<String> = per_origin
+        .iter()
+        .map(|(from, n)| {
+            format!(
+                "{from}: {} past the retention: run mcs-admin gc --region {from}",
+                count(*n, "item", "items")
+            )
+        })
+        .collect();
+    let detail = format!(
+        "{} of other regions past the retention, left alone by gc here: gc in their region \
+         collects them",
+        count(per_origin.values().sum(), "item", "items")
+    );
+    Check { name: NAME, status: Status::Ok, detail, items }
+}
+
 fn render(d: &Diagnosis, format: Format) -> anyhow::Result<String> {
     if let Some(text) = output::structured(format, d)? {
         return Ok(text);
@@ -382,6 +426,8 @@ mod tests {
             view: &view,
             skew_ms: 1_000,
             ttl_grace_ms: 3_600_000,
+            retention_ms: 2 * 86_400_000,
+            origin: "us-east-1",
             now_ms: NOW,
         })
     }
@@ -410,7 +456,7 @@ mod tests {
         ];
         let checks = diagnose(records, &healthy_facts(), Some(SCHEMA_VERSION));
         assert_eq!(problems(&checks), Vec::<&str>::new(), "{checks:#?}");
-        assert_eq!(checks.len(), 9);
+        assert_eq!(checks.len(), 10);
     }
 
     #[test]
@@ -467,6 +513,48 @@ mod tests {
         let backlog = named("ttl backlog");
         assert_eq!(backlog.len(), 1, "the one within the grace is not named: {backlog:?}");
         assert!(backlog[0].ends_with("(item of ?): ttl passed 2h ago"), "{backlog:?}");
+    }
+
+    #[test]
+    fn garbage_of_other_regions_is_counted_per_origin_and_is_no_problem() {
+        const DAY: u64 = 86_400_000;
+        let item_of = |record: Record, from: &str| {
+            let item = mcs_store::dynamo::raw::primary_key(&record.key, from);
+            (record, item)
+        };
+        let tomb = |name, generation, ago| {
+            at(mcs_core::fixtures::mk_tombstone(name, generation, "w"), NOW - ago)
+        };
+        let records = vec![
+            // Past the retention: one item of ours, two of eu-west-1, one of
+            // ap-south-1.
+            item_of(tomb("a", 2, 3 * DAY), "eu-west-1"),
+            item_of(
+                at(mk_pool("a", 1, "w", None, Some(NOW - 4 * DAY)), NOW - 4 * DAY),
+                "us-east-1",
+            ),
+            item_of(tomb("b", 1, 3 * DAY), "eu-west-1"),
+            item_of(tomb("c", 1, 3 * DAY), "ap-south-1"),
+            // Within the retention: nobody's garbage yet.
+            item_of(tomb("d", 1, DAY), "eu-west-1"),
+        ];
+        let checks = diagnose(records, &healthy_facts(), Some(SCHEMA_VERSION));
+        assert_eq!(problems(&checks), Vec::<&str>::new(), "{checks:#?}");
+        let check = checks.iter().find(|c| c.name == "foreign garbage").unwrap();
+        assert_eq!(
+            check.detail,
+            "3 items of other regions past the retention, left alone by gc here: gc in their \
+             region collects them"
+        );
+        assert_eq!(
+            check.items,
+            vec![
+                "ap-south-1: 1 item past the retention: run mcs-admin gc --region ap-south-1",
+                "eu-west-1: 2 items past the retention: run mcs-admin gc --region eu-west-1",
+            ]
+        );
+        let none = diagnose(vec![], &healthy_facts(), Some(SCHEMA_VERSION));
+        assert_eq!(none.last().unwrap().detail, "no item of another region past the retention");
     }
 
     #[test]

@@ -5,19 +5,27 @@
 //! cluster's lease and carry no expiry of their own: only their tombstones
 //! go.
 //!
-//! A record key has one item per region that wrote it, merged by version. A
-//! key goes when its merged record (the newest item) is past the retention,
-//! and then all its items go, the older ones first and the newest last: an
-//! older item never outlives the newer one that hides it, so nothing comes
-//! back to life. Each delete is conditional on the item being exactly what
-//! was read (the same generation, writer, write time and lease), so an item
-//! rewritten meanwhile (a new registration, a renewed lease) is kept, with
-//! what its key still has, and counted.
+//! A record key has one item per region that wrote it (its origin), merged
+//! by version. A key is past the retention when its merged record (the
+//! newest item) is, and then gc deletes **only the item of the region it
+//! runs in** (the store's [`origin`](DynamoStore::origin)). Each region
+//! writes only its own items, so only there is a conditional delete checked
+//! against every write the item will ever see: deleting another region's
+//! item through this replica could race a re-registration made there, and
+//! the global table's last-writer-wins would then erase that registration
+//! everywhere. Other regions' items are counted, per origin, and left to gc
+//! in their region (`doctor` reports them too).
 //!
-//! Run it in one region at a time: deletes replicate to the other replicas
-//! like any write.
+//! No older item may outlive the newer one that hides it, or it comes back
+//! to life: when this region's item is the key's newest and an older item of
+//! another region could still be served (a lease still running, an export
+//! not withdrawn), this region's item is `held` until gc in that region has
+//! deleted it. Each delete is conditional on the item being exactly what was
+//! read (the same generation, writer, write time and lease), so an item
+//! rewritten meanwhile (a new registration, a renewed lease) is `kept`, and
+//! counted.
 
-use super::open_checked;
+use super::{checked_retention, open_checked};
 use crate::Exit;
 use crate::cli::{GcArgs, GlobalArgs};
 use crate::output::{self, Format, Table};
@@ -32,91 +40,31 @@ use mcs_store::DynamoStore;
 use mcs_store::dynamo::raw::{self, CHANGED_AT_MS, GEN, Item, LEASE_UNTIL_MS, WRITER};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-/// One record key past the retention.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Candidate {
+/// A record key whose merged record is past the retention, with every item
+/// that stores it (one per origin), oldest version first.
+#[derive(Debug, Clone)]
+pub(crate) struct PastRetention<'a> {
     /// The record's key.
-    pub key: String,
+    pub key: &'a Key,
     /// `withdrawn` or `expired`.
     pub reason: Reason,
     /// When it stopped being of use: a tombstone's write, a lease's end.
     pub expired_at_ms: u64,
-    /// The regions whose items the key has.
-    pub origins: Vec<String>,
-    /// What gc did: `would_delete`, `deleted`, or `kept` (rewritten
-    /// meanwhile).
-    pub outcome: &'static str,
-    /// Its items, oldest version first.
-    #[serde(skip)]
-    items: Vec<(Record, Item)>,
-}
-
-/// What `gc` prints.
-#[derive(Debug, Serialize)]
-struct Collected {
-    table: String,
-    dry_run: bool,
-    retention_secs: u64,
-    /// Keys whose items were all deleted.
-    deleted: usize,
-    /// Keys kept because an item was rewritten meanwhile.
-    kept: usize,
-    items: Vec<Candidate>,
-}
-
-pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Exit> {
-    let store = open_checked(global, Duration::from_secs(args.retention_secs)).await?;
-    let now = crate::now_ms();
-    let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
-    let retention_ms = args.retention_secs.saturating_mul(1000);
-    let mut items = candidates(&scanned, &view, global.skew_allowance_ms, retention_ms, now);
-    let mut collected = Collected {
-        table: store.table().to_owned(),
-        dry_run: args.dry_run,
-        retention_secs: args.retention_secs,
-        deleted: 0,
-        kept: 0,
-        items: vec![],
-    };
-    if !args.dry_run {
-        let progress = Progress::bar("deleting", items.len() as u64);
-        for candidate in &mut items {
-            let mut all = true;
-            for (record, item) in &candidate.items {
-                if !delete_if_unchanged(&store, record, item).await? {
-                    all = false;
-                    break;
-                }
-            }
-            if all {
-                candidate.outcome = "deleted";
-                collected.deleted += 1;
-            } else {
-                candidate.outcome = "kept";
-                collected.kept += 1;
-            }
-            progress.inc(1);
-        }
-        progress.finish();
-    }
-    collected.items = items;
-    output::print(&render(&collected, global.output, now)?)?;
-    Ok(Exit::Ok)
+    /// Its items, oldest version first, each with its origin.
+    pub items: Vec<(&'a Record, &'a Item, String)>,
 }
 
 /// The keys of `scan` whose merged record `view` does not serve (withdrawn
 /// or expired) and whose expiry is at least `retention_ms` before `now_ms`,
-/// in key order, each with all its items.
-pub(crate) fn candidates(
-    scan: &Scan,
+/// in key order, each with all its items: what gc in some region collects.
+pub(crate) fn past_retention<'a>(
+    scan: &'a Scan,
     view: &View,
     skew_ms: u64,
     retention_ms: u64,
     now_ms: u64,
-) -> Vec<Candidate> {
+) -> Vec<PastRetention<'a>> {
     let mut by_key: BTreeMap<&Key, Vec<&(Record, Item)>> = BTreeMap::new();
     for entry in &scan.records {
         by_key.entry(&entry.0.key).or_default().push(entry);
@@ -133,20 +81,133 @@ pub(crate) fn candidates(
             if expired_at_ms.saturating_add(retention_ms) > now_ms {
                 return None;
             }
-            // Oldest first: the newest item, which hides the others, goes last.
             items.sort_by(|a, b| {
                 (&a.0.version, a.0.changed_at_ms).cmp(&(&b.0.version, b.0.changed_at_ms))
             });
-            Some(Candidate {
-                key: key.to_string(),
+            Some(PastRetention {
+                key,
                 reason,
                 expired_at_ms,
-                origins: items.iter().map(|(_, item)| origin(item)).collect(),
-                outcome: "would_delete",
-                items: items.into_iter().cloned().collect(),
+                items: items.into_iter().map(|(r, i)| (r, i, origin(i))).collect(),
             })
         })
         .collect()
+}
+
+/// What gc does with one key past the retention that has an item of this
+/// region.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Candidate {
+    /// The record's key.
+    pub key: String,
+    /// `withdrawn` or `expired`.
+    pub reason: Reason,
+    /// When it stopped being of use: a tombstone's write, a lease's end.
+    pub expired_at_ms: u64,
+    /// The regions whose items the key has, oldest version first.
+    pub origins: Vec<String>,
+    /// What gc did with this region's item: `would_delete`, `deleted`,
+    /// `kept` (rewritten meanwhile) or `held` (it hides an older item of
+    /// another region that could still be served).
+    pub outcome: &'static str,
+    /// This region's item.
+    #[serde(skip)]
+    item: (Record, Item),
+}
+
+/// What gc in region `origin` does: the keys with an item of `origin`, and
+/// the items of other regions it leaves alone, counted per origin.
+#[derive(Debug, Default)]
+pub(crate) struct Plan {
+    pub candidates: Vec<Candidate>,
+    pub foreign: BTreeMap<String, usize>,
+}
+
+/// The plan of gc in region `origin`, from the keys [`past_retention`].
+pub(crate) fn plan(past: Vec<PastRetention<'_>>, origin: &str, skew_ms: u64, now_ms: u64) -> Plan {
+    let mut plan = Plan::default();
+    for key in past {
+        for (_, _, from) in key.items.iter().filter(|(_, _, from)| from != origin) {
+            *plan.foreign.entry(from.clone()).or_default() += 1;
+        }
+        let Some(own) = key.items.iter().position(|(_, _, from)| from == origin) else {
+            continue;
+        };
+        let newest = own + 1 == key.items.len();
+        let hides_live = key.items[..own].iter().any(|(r, _, _)| r.is_live(now_ms, skew_ms));
+        let (record, item, _) = &key.items[own];
+        plan.candidates.push(Candidate {
+            key: key.key.to_string(),
+            reason: key.reason,
+            expired_at_ms: key.expired_at_ms,
+            origins: key.items.iter().map(|(_, _, from)| from.clone()).collect(),
+            outcome: if newest && hides_live { "held" } else { "would_delete" },
+            item: ((*record).clone(), (*item).clone()),
+        });
+    }
+    plan
+}
+
+/// What `gc` prints.
+#[derive(Debug, Serialize)]
+struct Collected {
+    table: String,
+    /// The region whose items gc deletes.
+    region: String,
+    dry_run: bool,
+    retention_secs: u64,
+    /// Keys whose item of this region was deleted.
+    deleted: usize,
+    /// Keys kept because their item was rewritten meanwhile.
+    kept: usize,
+    /// Keys whose item hides an older item of another region that could
+    /// still be served.
+    held: usize,
+    /// Items of other regions past the retention, left alone, per origin.
+    foreign: BTreeMap<String, usize>,
+    items: Vec<Candidate>,
+}
+
+pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Exit> {
+    let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
+    let store = open_checked(global, retention).await?;
+    let now = crate::now_ms();
+    let scanned = scan(&store, &Progress::counter("scanning")).await?;
+    let view = scanned.view(global.skew_allowance_ms, now);
+    let retention_ms = args.retention_secs.saturating_mul(1000);
+    let past = past_retention(&scanned, &view, global.skew_allowance_ms, retention_ms, now);
+    let Plan { candidates: mut items, foreign } =
+        plan(past, store.origin(), global.skew_allowance_ms, now);
+    let held = items.iter().filter(|c| c.outcome == "held").count();
+    let mut collected = Collected {
+        table: store.table().to_owned(),
+        region: store.origin().to_owned(),
+        dry_run: args.dry_run,
+        retention_secs: args.retention_secs,
+        deleted: 0,
+        kept: 0,
+        held,
+        foreign,
+        items: vec![],
+    };
+    if !args.dry_run {
+        let progress = Progress::bar("deleting", (items.len() - held) as u64);
+        for candidate in items.iter_mut().filter(|c| c.outcome != "held") {
+            let (record, item) = &candidate.item;
+            if delete_if_unchanged(&store, record, item).await? {
+                candidate.outcome = "deleted";
+                collected.deleted += 1;
+            } else {
+                candidate.outcome = "kept";
+                collected.kept += 1;
+            }
+            progress.inc(1);
+        }
+        progress.finish();
+    }
+    collected.items = items;
+    output::print(&render(&collected, global.output, now)?)?;
+    Ok(Exit::Ok)
 }
 
 /// Deletes `item` (which stores `record`) if it is still the one read; says
@@ -224,20 +285,41 @@ fn render(c: &Collected, format: Format, now_ms: u64) -> anyhow::Result<String> 
         text.push('\n');
     }
     let retention = format!("{}s", c.retention_secs);
+    let items = |n| output::count(n, "item", "items");
     if c.dry_run {
         text.push_str(&format!(
-            "dry run: would delete {} of {} past the retention ({retention}); deleted nothing\n",
-            output::count(c.items.len(), "key", "keys"),
-            c.table
+            "dry run: would delete {} of {} in {} past the retention ({retention}); deleted nothing",
+            items(c.items.len() - c.held),
+            c.region,
+            c.table,
         ));
     } else {
         text.push_str(&format!(
-            "deleted {} of {} past the retention ({retention}); kept {} rewritten meanwhile\n",
-            output::count(c.deleted, "key", "keys"),
+            "deleted {} of {} in {} past the retention ({retention}); kept {} rewritten meanwhile",
+            items(c.deleted),
+            c.region,
             c.table,
             c.kept
         ));
     }
+    if c.held > 0 {
+        text.push_str(&format!(
+            "; held {} hiding an older item of another region that could still be served",
+            c.held
+        ));
+    }
+    text.push('\n');
+    let foreign: usize = c.foreign.values().sum();
+    let per_origin: Vec<String> = c.foreign.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    text.push_str(&format!("left {} of other regions alone", items(foreign)));
+    if foreign > 0 {
+        text.push_str(&format!(
+            " ({}): run mcs-admin gc in {}",
+            per_origin.join(", "),
+            if c.foreign.len() == 1 { "that region" } else { "each of them" }
+        ));
+    }
+    text.push('\n');
     Ok(text)
 }
 
@@ -271,9 +353,9 @@ mod tests {
             ..Scan::default()
         };
         let view = view_of(records, 1_000, NOW);
-        let mut found: Vec<(String, Reason)> = candidates(&scan, &view, 1_000, DAY, NOW)
+        let mut found: Vec<(String, Reason)> = past_retention(&scan, &view, 1_000, DAY, NOW)
             .into_iter()
-            .map(|c| (c.key, c.reason))
+            .map(|c| (c.key.to_string(), c.reason))
             .collect();
         found.sort();
         let mut want = vec![
@@ -283,14 +365,14 @@ mod tests {
         ];
         want.sort();
         assert_eq!(found, want, "an orphaned export has no expiry of its own");
-        assert!(candidates(&scan, &view, 1_000, 4 * DAY, NOW).is_empty());
+        assert!(past_retention(&scan, &view, 1_000, 4 * DAY, NOW).is_empty());
         // Without retention, a record within the skew allowance is still live.
         let skewed = vec![mk_pool("skewed", 1, "w", None, Some(NOW - 500))];
         let scan = Scan {
             records: skewed.iter().map(|r| (r.clone(), Default::default())).collect(),
             ..Scan::default()
         };
-        assert!(candidates(&scan, &view_of(skewed, 1_000, NOW), 1_000, 0, NOW).is_empty());
+        assert!(past_retention(&scan, &view_of(skewed, 1_000, NOW), 1_000, 0, NOW).is_empty());
     }
 
     #[tokio::test]
@@ -314,25 +396,96 @@ mod tests {
         assert_eq!(store.get(&read.key).await.unwrap(), None);
     }
 
-    #[test]
-    fn a_key_goes_with_all_its_items_the_newest_last() {
-        // Withdrawn in eu-west-1 two days ago; an older item written in
-        // us-east-1 still holds a lease, hidden by the tombstone.
-        let tomb = at(mk_tombstone("p", 5, "w"), NOW - 2 * DAY);
-        let older = mk_pool("p", 3, "w", Some("relay"), Some(NOW + DAY));
+    /// `records`, each stored as an item of the origin beside it.
+    fn scan_of(records: &[(&Record, &str)]) -> (Scan, View) {
         let scan = Scan {
-            records: vec![
-                (tomb.clone(), raw::primary_key(&tomb.key, "eu-west-1")),
-                (older.clone(), raw::primary_key(&older.key, "us-east-1")),
-            ],
+            records: records
+                .iter()
+                .map(|(r, from)| ((*r).clone(), raw::primary_key(&r.key, from)))
+                .collect(),
             ..Scan::default()
         };
-        let view = view_of(vec![tomb, older], 1_000, NOW);
-        let found = candidates(&scan, &view, 1_000, DAY, NOW);
-        assert_eq!(found.len(), 1);
-        assert_eq!(found[0].reason, Reason::Withdrawn);
-        assert_eq!(found[0].origins, vec!["us-east-1", "eu-west-1"], "oldest first");
-        let versions: Vec<u64> = found[0].items.iter().map(|(r, _)| r.version.generation).collect();
-        assert_eq!(versions, vec![3, 5]);
+        let view = view_of(records.iter().map(|(r, _)| (*r).clone()), 1_000, NOW);
+        (scan, view)
+    }
+
+    fn plan_in(scan: &Scan, view: &View, origin: &str) -> Plan {
+        plan(past_retention(scan, view, 1_000, DAY, NOW), origin, 1_000, NOW)
+    }
+
+    #[test]
+    fn gc_deletes_only_the_items_of_its_own_region() {
+        // Withdrawn in eu-west-1 two days ago over an expired item of
+        // us-east-1; another key withdrawn in eu-west-1 only.
+        let tomb = at(mk_tombstone("p", 5, "w"), NOW - 2 * DAY);
+        let older = mk_pool("p", 3, "w", Some("relay"), Some(NOW - 3 * DAY));
+        let theirs = at(mk_tombstone("q", 2, "w"), NOW - 2 * DAY);
+        let (scan, view) =
+            scan_of(&[(&tomb, "eu-west-1"), (&older, "us-east-1"), (&theirs, "eu-west-1")]);
+        let here = plan_in(&scan, &view, "us-east-1");
+        assert_eq!(here.candidates.len(), 1, "{:?}", here.candidates);
+        let only = &here.candidates[0];
+        assert_eq!((only.reason, only.outcome), (Reason::Withdrawn, "would_delete"));
+        assert_eq!(only.origins, vec!["us-east-1", "eu-west-1"], "oldest first");
+        assert_eq!(only.item.0, older, "this region's item, not the tombstone of eu-west-1");
+        assert_eq!(here.foreign, BTreeMap::from([("eu-west-1".to_owned(), 2)]));
+        // In eu-west-1 the same table plans the other two items.
+        let there = plan_in(&scan, &view, "eu-west-1");
+        let deleted: Vec<&Record> = there.candidates.iter().map(|c| &c.item.0).collect();
+        assert_eq!(deleted.len(), 2);
+        assert!(deleted.contains(&&tomb) && deleted.contains(&&theirs), "{deleted:?}");
+        assert!(there.candidates.iter().all(|c| c.outcome == "would_delete"));
+        assert_eq!(there.foreign, BTreeMap::from([("us-east-1".to_owned(), 1)]));
+    }
+
+    #[test]
+    fn an_item_hiding_a_live_item_of_another_region_is_held() {
+        // Withdrawn here two days ago; eu-west-1 still holds an older export
+        // (exports have no lease: live until withdrawn) and an older pool
+        // leased beyond the tombstone's retention.
+        let tomb = at(mk_tombstone("p", 5, "w"), NOW - 2 * DAY);
+        let leased = mk_pool("p", 3, "w", Some("relay"), Some(NOW + DAY));
+        let export = at(mk_export("c1", "web", 1, mk_export_spec(0, vec![])), NOW - 3 * DAY);
+        let mut withdrawn = at(mk_export("c1", "web", 2, mk_export_spec(0, vec![])), NOW - 2 * DAY);
+        withdrawn.body = mcs_core::Body::Tombstone;
+        let (scan, view) = scan_of(&[
+            (&tomb, "us-east-1"),
+            (&leased, "eu-west-1"),
+            (&withdrawn, "us-east-1"),
+            (&export, "eu-west-1"),
+        ]);
+        let here = plan_in(&scan, &view, "us-east-1");
+        let outcomes: Vec<&str> = here.candidates.iter().map(|c| c.outcome).collect();
+        assert_eq!(outcomes, vec!["held", "held"], "{:?}", here.candidates);
+        // gc in eu-west-1 deletes the hidden items first; then here goes.
+        let there = plan_in(&scan, &view, "eu-west-1");
+        assert!(there.candidates.iter().all(|c| c.outcome == "would_delete"));
+        assert_eq!(there.candidates.len(), 2);
+        let (scan, view) = scan_of(&[(&tomb, "us-east-1"), (&withdrawn, "us-east-1")]);
+        let after = plan_in(&scan, &view, "us-east-1");
+        assert!(after.candidates.iter().all(|c| c.outcome == "would_delete"));
+        assert_eq!(after.candidates.len(), 2);
+    }
+
+    #[test]
+    fn the_summary_counts_what_other_regions_hold() {
+        let c = Collected {
+            table: "t".into(),
+            region: "us-east-1".into(),
+            dry_run: false,
+            retention_secs: 172_800,
+            deleted: 2,
+            kept: 0,
+            held: 1,
+            foreign: BTreeMap::from([("ap-south-1".to_owned(), 1), ("eu-west-1".to_owned(), 3)]),
+            items: vec![],
+        };
+        assert_eq!(
+            render(&c, Format::Table, NOW).unwrap(),
+            "deleted 2 items of us-east-1 in t past the retention (172800s); kept 0 rewritten \
+             meanwhile; held 1 hiding an older item of another region that could still be \
+             served\nleft 4 items of other regions alone (ap-south-1: 1, eu-west-1: 3): run \
+             mcs-admin gc in each of them\n"
+        );
     }
 }

@@ -21,7 +21,29 @@
 //!
 //! Restored items keep their `changed_at_ms`: registries pick them up at
 //! their next full read (`--full-resync-interval-secs`), not by delta polls.
+//!
+//! A record older than the retention is `too_old` and skipped unless
+//! `--force`: a tombstone written after it may have been collected (by TTL
+//! or gc) since, and nothing would then stop the old record from coming
+//! back. A record is older than the retention when the last time it is
+//! known to have been current ([`last_current_ms`]) is before `now -
+//! retention + 2 × skew allowance` (the margin covers writers' clocks):
+//!
+//! - a leased record (pool, router, cluster): its `changed_at_ms`, which
+//!   every renewal moves. One not written for that long has no lease left
+//!   (a lease lasts at most a day, the retention is longer), and TTL would
+//!   have dropped it.
+//! - a tombstone: its `changed_at_ms`, its withdrawal; TTL would have
+//!   dropped it too.
+//! - an export: it has no lease and may stay unchanged for months while its
+//!   cluster renews its lease, so its own `changed_at_ms` says little. It is
+//!   the later of its own and that of its cluster's record in the same dump
+//!   (the cluster's last renewal before the dump): a dump holds a key's
+//!   tombstone if one was written before the dump, so only a tombstone
+//!   written after the dump can be missing, and one is still kept while
+//!   the dump is younger than the retention.
 
+use super::checked_retention;
 use super::open_checked;
 use crate::Exit;
 use crate::cli::{GlobalArgs, RestoreArgs};
@@ -30,12 +52,12 @@ use crate::progress::Progress;
 use crate::scan::view_of;
 use anyhow::Context as _;
 use mcs_core::rules::renewal_extends;
-use mcs_core::{Record, WriteDecision, decide};
+use mcs_core::{Key, Record, WriteDecision, decide};
 use mcs_store::{DynamoStore, PutOutcome, Store};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::path::Path;
-use std::time::Duration;
 use tokio::task::JoinSet;
 
 /// The `now_ms` restored records are judged at: after every lease.
@@ -53,6 +75,12 @@ struct Restored {
     unchanged: usize,
     stale: usize,
     owned: usize,
+    /// Records skipped as older than the retention (0 with `--force`).
+    too_old: usize,
+    retention_secs: u64,
+    /// The time records were judged at, for the age of `too_old` ones.
+    #[serde(skip)]
+    now_ms: u64,
     /// The records not applied, with what the table holds instead.
     refused: Vec<Refused>,
 }
@@ -80,9 +108,38 @@ fn judge(merged: Option<&Record>, record: &Record) -> Option<Judged> {
     }
 }
 
+/// When `record` of a dump is last known to have been current, given the
+/// `changed_at_ms` of the dump's cluster records (see the module's docs).
+fn last_current_ms(record: &Record, clusters: &HashMap<&Key, u64>) -> u64 {
+    match &record.key {
+        Key::Export(key) if !record.is_tombstone() => {
+            let cluster = Key::Cluster { cluster_id: key.cluster_id.clone() };
+            record.changed_at_ms.max(clusters.get(&cluster).copied().unwrap_or(0))
+        }
+        _ => record.changed_at_ms,
+    }
+}
+
+/// The `changed_at_ms` of the cluster records of a dump.
+fn cluster_times(records: &[Record]) -> HashMap<&Key, u64> {
+    records
+        .iter()
+        .filter(|r| matches!(r.key, Key::Cluster { .. }))
+        .map(|r| (&r.key, r.changed_at_ms))
+        .collect()
+}
+
+/// The earliest [`last_current_ms`] a record may have to be restored
+/// without `--force`.
+fn too_old_before(now_ms: u64, retention_ms: u64, skew_ms: u64) -> u64 {
+    now_ms.saturating_sub(retention_ms).saturating_add(skew_ms.saturating_mul(2))
+}
+
 /// The outcome of one record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Judged {
+    /// Older than the retention: skipped.
+    TooOld { last_current_ms: u64 },
     /// The table already holds it, its lease as long.
     Unchanged,
     /// What a write (or the judgement before one) said.
@@ -100,6 +157,18 @@ impl Restored {
         let outcome = match outcome.into() {
             Judged::Unchanged => {
                 self.unchanged += 1;
+                return;
+            }
+            Judged::TooOld { last_current_ms } => {
+                self.too_old += 1;
+                self.refused.push(Refused {
+                    key,
+                    outcome: "too_old",
+                    detail: format!(
+                        "last current {}, before the retention",
+                        output::relative(last_current_ms, self.now_ms)
+                    ),
+                });
                 return;
             }
             Judged::Put(outcome) => outcome,
@@ -127,20 +196,35 @@ impl Restored {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Result<Exit> {
+    let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
     let text = read_input(&args.file)?;
     let records = parse(&text)?;
-    let store = open_checked(global, Duration::from_secs(args.retention_secs)).await?;
+    let store = open_checked(global, retention).await?;
     let reading = Progress::spinner("reading the table");
     let stored = store.read_all().await;
     reading.finish();
-    let view = view_of(stored?, global.skew_allowance_ms, crate::now_ms());
-    let mut restored =
-        Restored { table: store.table().to_owned(), records: records.len(), ..Restored::default() };
+    let now = crate::now_ms();
+    let view = view_of(stored?, global.skew_allowance_ms, now);
+    let mut restored = Restored {
+        table: store.table().to_owned(),
+        records: records.len(),
+        retention_secs: args.retention_secs,
+        now_ms: now,
+        ..Restored::default()
+    };
+    let cutoff =
+        too_old_before(now, args.retention_secs.saturating_mul(1000), global.skew_allowance_ms);
+    let clusters = cluster_times(&records);
     let mut to_write = Vec::new();
-    for record in records {
-        match judge(view.record(&record.key), &record) {
+    for record in &records {
+        let last_current_ms = last_current_ms(record, &clusters);
+        if !args.force && last_current_ms < cutoff {
+            restored.tally(record.key.to_string(), Judged::TooOld { last_current_ms });
+            continue;
+        }
+        match judge(view.record(&record.key), record) {
             Some(outcome) => restored.tally(record.key.to_string(), outcome),
-            None => to_write.push(record),
+            None => to_write.push(record.clone()),
         }
     }
     let progress = Progress::bar("restoring", to_write.len() as u64);
@@ -148,8 +232,9 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
     progress.finish();
     if let Err(e) = result {
         eprintln!(
-            "mcs-admin: restore stopped after {} applied, {} unchanged, {} stale, {} owned",
-            restored.applied, restored.unchanged, restored.stale, restored.owned
+            "mcs-admin: restore stopped after {} applied, {} unchanged, {} stale, {} owned, {} \
+             too old",
+            restored.applied, restored.unchanged, restored.stale, restored.owned, restored.too_old
         );
         return Err(e);
     }
@@ -210,14 +295,23 @@ fn render(restored: &Restored, format: output::Format) -> anyhow::Result<String>
         return Ok(text);
     }
     let mut text = format!(
-        "restored {} records into {}: {} applied, {} unchanged, {} stale, {} owned\n",
+        "restored {} records into {}: {} applied, {} unchanged, {} stale, {} owned, {} too old\n",
         restored.records,
         restored.table,
         restored.applied,
         restored.unchanged,
         restored.stale,
-        restored.owned
+        restored.owned,
+        restored.too_old
     );
+    if restored.too_old > 0 {
+        text.push_str(&format!(
+            "skipped {} older than the retention ({}s): a newer tombstone may have been \
+             collected since; --force restores them\n",
+            output::count(restored.too_old, "record", "records"),
+            restored.retention_secs
+        ));
+    }
     if !restored.refused.is_empty() {
         let mut table = Table::new(["KEY", "OUTCOME", "DETAIL"]);
         for r in &restored.refused {
@@ -287,10 +381,84 @@ mod tests {
         let text = render(&restored, output::Format::Table).unwrap();
         assert!(
             text.starts_with(
-                "restored 2 records into t: 1 applied, 0 unchanged, 1 stale, 0 owned\n"
+                "restored 2 records into t: 1 applied, 0 unchanged, 1 stale, 0 owned, 0 too old\n"
             ),
             "{text}"
         );
         assert!(text.contains("pool/b  stale    table holds 9@w"), "{text}");
+        let mut restored = Restored {
+            table: "t".into(),
+            records: 1,
+            retention_secs: 172_800,
+            now_ms: 10 * 86_400_000,
+            ..Restored::default()
+        };
+        restored.tally("pool/c".into(), Judged::TooOld { last_current_ms: 7 * 86_400_000 });
+        let text = render(&restored, output::Format::Table).unwrap();
+        assert!(
+            text.starts_with(
+                "restored 1 records into t: 0 applied, 0 unchanged, 0 stale, 0 owned, 1 too old\n\
+                 skipped 1 record older than the retention (172800s): a newer tombstone may have \
+                 been collected since; --force restores them\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("pool/c  too_old  last current 3d ago, before the retention"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_export_is_as_old_as_its_clusters_last_renewal_in_the_dump() {
+        use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec};
+        let day = 86_400_000;
+        let at = |mut r: Record, ms| {
+            r.changed_at_ms = ms;
+            r
+        };
+        let now = 100 * day;
+        let cutoff = too_old_before(now, 2 * day, 1_000);
+        assert_eq!(cutoff, 98 * day + 2_000, "the retention less twice the skew allowance");
+        let renewed = at(mk_cluster("east", 1, "inc", now + 30_000), now - 60_000);
+        let lapsed = at(mk_cluster("west", 1, "inc", now - 5 * day), now - 5 * day);
+        let records = vec![
+            renewed.clone(),
+            lapsed.clone(),
+            // Unchanged for a month, its cluster renewed a minute ago: current.
+            at(mk_export("east", "web", 1, mk_export_spec(0, vec![])), now - 30 * day),
+            // Its cluster stopped renewing five days ago.
+            at(mk_export("west", "api", 1, mk_export_spec(0, vec![])), now - 30 * day),
+            // No cluster in the dump: its own write.
+            at(mk_export("north", "db", 1, mk_export_spec(0, vec![])), now - 3 * day),
+            at(mk_tombstone("gone", 1, "w"), now - 3 * day),
+            at(mk_tombstone("recent", 1, "w"), now - day),
+            at(mk_pool("old", 1, "w", None, Some(now - 3 * day)), now - 3 * day - 30_000),
+        ];
+        let clusters = cluster_times(&records);
+        let old: Vec<String> = records
+            .iter()
+            .filter(|r| last_current_ms(r, &clusters) < cutoff)
+            .map(|r| r.key.to_string())
+            .collect();
+        let name = |n: &str| format!("pool/{}", mcs_core::fixtures::pool_key(n).id());
+        assert_eq!(
+            old,
+            vec![
+                "cluster/west".to_owned(),
+                "export/west/llm/api".to_owned(),
+                "export/north/llm/db".to_owned(),
+                name("gone"),
+                name("old"),
+            ]
+        );
+        let mut withdrawn =
+            at(mk_export("east", "gone", 2, mk_export_spec(0, vec![])), now - 3 * day);
+        withdrawn.body = mcs_core::Body::Tombstone;
+        assert_eq!(
+            last_current_ms(&withdrawn, &clusters),
+            now - 3 * day,
+            "a withdrawn export is as old as its withdrawal"
+        );
     }
 }

@@ -32,7 +32,8 @@ async fn a_healthy_table_exits_0() {
             "orphaned exports",
             "conflicts",
             "clock skew",
-            "ttl backlog"
+            "ttl backlog",
+            "foreign garbage"
         ]
     );
 }

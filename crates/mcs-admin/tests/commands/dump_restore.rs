@@ -35,7 +35,7 @@ async fn dump_then_restore_round_trips() {
     assert_eq!(
         restored.stdout,
         format!(
-            "restored 6 records into {}: 6 applied, 0 unchanged, 0 stale, 0 owned\n",
+            "restored 6 records into {}: 6 applied, 0 unchanged, 0 stale, 0 owned, 0 too old\n",
             target.table
         )
     );
@@ -69,7 +69,7 @@ async fn restore_never_overwrites_newer() {
     let run = target.admin_with_stdin(&["restore", "-"], &dump).expect(0);
     assert!(
         run.stdout.starts_with(&format!(
-            "restored 2 records into {}: 1 applied, 0 unchanged, 1 stale, 0 owned\n",
+            "restored 2 records into {}: 1 applied, 0 unchanged, 1 stale, 0 owned, 0 too old\n",
             target.table
         )),
         "{}",
@@ -88,6 +88,87 @@ async fn restore_never_overwrites_newer() {
         run.stderr
     );
     target.admin(&["get", "pool", "c1/llm/gamma"]).expect(1);
+}
+
+/// An old dump brought back an export whose tombstone had been collected
+/// since: restore now skips records older than the retention, unless
+/// `--force`.
+#[tokio::test]
+async fn an_old_dump_does_not_bring_back_what_was_withdrawn_since() {
+    let Some(t) = Fixture::new("restore-old").await else { return };
+    let now = now_ms();
+    let old = now - 5 * DAY;
+    // Five days ago: west's cluster renewed its lease and exported llm/api;
+    // east's export has not changed for a month, but east renewed a minute
+    // before the dump.
+    let mut west = cluster_record("west", old + 10 * MINUTE);
+    west.changed_at_ms = old;
+    let mut api = export_record("west", "api", 80, 1_700_000_000);
+    api.changed_at_ms = old;
+    let mut east = cluster_record("east", old + 10 * MINUTE);
+    east.changed_at_ms = old;
+    let mut web = export_record("east", "web", 81, 1_700_000_000);
+    web.changed_at_ms = old - 30 * DAY;
+    let gamma = withdrawn_pool("gamma", 4 * DAY);
+    let dump: String = [&west, &api, &east, &web, &gamma]
+        .iter()
+        .map(|r| format!("{}\n", serde_json::to_string(r).unwrap()))
+        .collect();
+    // Since then llm/api was withdrawn and its tombstone collected; west
+    // renews today, with a newer version.
+    let mut renewed = cluster_record("west", now + 10 * MINUTE);
+    renewed.version.generation = 2;
+    t.put(&[renewed]).await;
+
+    let run = t.admin_with_stdin(&["restore", "-"], &dump).expect(0);
+    let served = t.admin(&["ls", "exports", "-o", "json"]).expect(0).json();
+    assert_eq!(served, serde_json::json!([]), "nothing withdrawn comes back: {}", run.stdout);
+    assert!(
+        run.stdout.starts_with(&format!(
+            "restored 5 records into {}: 0 applied, 0 unchanged, 0 stale, 0 owned, 5 too old\n\
+             skipped 5 records older than the retention (172800s): a newer tombstone may have \
+             been collected since; --force restores them\n",
+            t.table
+        )),
+        "{}",
+        run.stdout
+    );
+    let api_line = run.stdout.lines().find(|l| l.starts_with("export/west/llm/api ")).unwrap();
+    assert!(
+        api_line.ends_with(" too_old  last current 5d ago, before the retention"),
+        "{api_line}"
+    );
+
+    // A dump as old as the retention allows is restored: east's export,
+    // unchanged for a month, is as current as its cluster's renewal.
+    let recent = now - DAY;
+    let (mut east, mut web) = (east, web);
+    east.changed_at_ms = recent;
+    east.lease_until_ms = Some(recent + 10 * MINUTE);
+    web.changed_at_ms = recent - 30 * DAY;
+    let dump: String =
+        [&east, &web].iter().map(|r| format!("{}\n", serde_json::to_string(r).unwrap())).collect();
+    let json = t.admin_with_stdin(&["restore", "-", "-o", "json"], &dump).expect(0).json();
+    assert_eq!((json["applied"].as_u64(), json["too_old"].as_u64()), (Some(2), Some(0)), "{json}");
+
+    // --force restores the old dump all the same: the version check alone
+    // decides (west's older cluster record is stale).
+    let json = t
+        .admin_with_stdin(
+            &["restore", "-", "--force", "-o", "json"],
+            &format!(
+                "{}\n{}\n",
+                serde_json::to_string(&west).unwrap(),
+                serde_json::to_string(&api).unwrap()
+            ),
+        )
+        .expect(0)
+        .json();
+    assert_eq!(json["too_old"], 0, "{json}");
+    assert_eq!(json["applied"], 1, "{json}");
+    assert_eq!(json["stale"], 1, "{json}");
+    let served = t.admin(&["ls", "exports", "-o", "json"]).expect(0).json();
+    assert_eq!(served.as_array().unwrap().len(), 1, "{served}");
 }
 
 #[tokio::test]

@@ -26,6 +26,9 @@ pub const SECOND: u64 = 1_000;
 pub const MINUTE: u64 = 60 * SECOND;
 pub const DAY: u64 = 24 * 60 * MINUTE;
 
+/// The registry's default retention, which fixtures write with.
+pub const RETENTION: Duration = Duration::from_secs(172_800);
+
 pub use mcs_store::testsuite::dynamodb_endpoint as endpoint;
 
 /// The wall clock, epoch ms.
@@ -125,7 +128,7 @@ impl Fixture {
     /// A table name of its own, not created yet.
     pub async fn unmigrated(name: &str) -> Option<Self> {
         let endpoint = endpoint()?;
-        Some(Self::at(&endpoint, &unique_table(name), REGION, Duration::from_secs(86_400)).await)
+        Some(Self::at(&endpoint, &unique_table(name), REGION, RETENTION).await)
     }
 
     /// The table `table` in `region` of `endpoint`, written with `retention`.
@@ -156,7 +159,29 @@ impl Fixture {
 
     /// Another table on the same server (another region's, or a copy).
     pub async fn other(&self, table: &str, region: &str) -> Self {
-        Self::at(&self.endpoint, table, region, Duration::from_secs(86_400)).await
+        Self::at(&self.endpoint, table, region, RETENTION).await
+    }
+
+    /// Copies every record item of this table into `to`'s (the replica of
+    /// the same global table in another region), as replication does:
+    /// moto_server keeps one table per region and replicates nothing.
+    pub async fn replicate_to(&self, to: &Fixture) {
+        let mut pages = self.store.client().scan().table_name(&self.table).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            for item in page.unwrap().items.unwrap_or_default() {
+                if mcs_store::dynamo::raw::is_meta(&item) {
+                    continue;
+                }
+                to.store
+                    .client()
+                    .put_item()
+                    .table_name(&to.table)
+                    .set_item(Some(item))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
     }
 
     /// `mcs-admin args… --table … --region … --dynamodb-endpoint …`.
