@@ -61,8 +61,12 @@ impl SectionKind {
 /// A list body ready to send, with its fingerprint.
 #[derive(Debug)]
 pub struct Rendered {
-    /// The section's fingerprint (the `ETag`).
+    /// The section's fingerprint, as the body carries it (regions compare it).
     pub fingerprint: String,
+    /// The entity tag, unquoted: the fingerprint, suffixed `-incomplete`
+    /// when the body says `complete: false`, so a validator taken from a
+    /// complete list does not match an incomplete one (and back).
+    pub etag: String,
     /// `{"<section>": [...], "complete": ..., "fingerprint": ...}`.
     pub body: Bytes,
 }
@@ -83,6 +87,8 @@ pub struct LiveView {
     cache: Mutex<HashMap<SectionKind, CachedBody>>,
     guard: Mutex<ExpiryGuard>,
     holding: AtomicBool,
+    /// Completeness as long-polls were last told of it.
+    published_complete: AtomicBool,
 }
 
 impl LiveView {
@@ -98,6 +104,7 @@ impl LiveView {
             cache: Mutex::new(HashMap::new()),
             guard: Mutex::new(ExpiryGuard::new(hold)),
             holding: AtomicBool::new(false),
+            published_complete: AtomicBool::new(false),
         }
     }
 
@@ -151,6 +158,7 @@ impl LiveView {
             self.holding.store(guard.is_holding(), Ordering::SeqCst);
             verdict
         };
+        self.publish_completeness();
         if due == 0 {
             metrics::gauge!(m::EXPIRIES_HELD).set(0.0);
             return 0;
@@ -184,6 +192,7 @@ impl LiveView {
             expired.len()
         });
         self.guard.lock().unwrap_or_else(|p| p.into_inner()).expired(now, expired);
+        self.publish_completeness();
         expired
     }
 
@@ -200,7 +209,18 @@ impl LiveView {
                 self.full_read_done.store(true, Ordering::SeqCst);
             }
         }
-        metrics::gauge!(m::VIEW_COMPLETE).set(if self.is_complete() { 1.0 } else { 0.0 });
+        self.publish_completeness();
+    }
+
+    /// Wakes long-polls when completeness flipped since it was last
+    /// published: it is part of every list's `ETag`, and turns false by
+    /// time alone (a stale view), so no mutation of the view announces it.
+    fn publish_completeness(&self) {
+        let complete = self.is_complete();
+        metrics::gauge!(m::VIEW_COMPLETE).set(if complete { 1.0 } else { 0.0 });
+        if self.published_complete.swap(complete, Ordering::SeqCst) != complete {
+            self.changes.send_modify(|epoch| *epoch += 1);
+        }
     }
 
     /// Whether expiries are being held back.
@@ -327,5 +347,6 @@ fn render_section<K: Ord, V: Serialize + PartialEq>(
     let tail =
         serde_json::to_vec(&Tail { complete, fingerprint: &fingerprint }).unwrap_or_default();
     body.extend_from_slice(&tail[1..]);
-    Rendered { fingerprint, body: Bytes::from(body) }
+    let etag = if complete { fingerprint.clone() } else { format!("{fingerprint}-incomplete") };
+    Rendered { fingerprint, etag, body: Bytes::from(body) }
 }

@@ -1,5 +1,6 @@
-//! `GET` of the lists: strong `ETag` = fingerprint, `If-None-Match` → `304`,
-//! and `?watch=true&timeout_secs=N` long-polls until the fingerprint differs.
+//! `GET` of the lists: strong `ETag` = fingerprint (suffixed `-incomplete`
+//! while the list is incomplete), `If-None-Match` → `304`, and
+//! `?watch=true&timeout_secs=N` long-polls until the `ETag` differs.
 
 use super::AppState;
 use super::extract::ValidQuery;
@@ -72,7 +73,7 @@ async fn list(
     let _watching = query.watch.then(WatchGuard::new);
     loop {
         let rendered = state.view.render(section);
-        if !known.iter().any(|etag| etag == "*" || *etag == rendered.fingerprint) {
+        if !known.iter().any(|etag| etag == "*" || *etag == rendered.etag) {
             return ok(&rendered);
         }
         if !query.watch {
@@ -104,7 +105,7 @@ fn if_none_match(headers: &HeaderMap) -> Vec<String> {
 }
 
 fn etag(rendered: &Rendered) -> HeaderValue {
-    HeaderValue::from_str(&format!("\"{}\"", rendered.fingerprint))
+    HeaderValue::from_str(&format!("\"{}\"", rendered.etag))
         .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
 }
 
