@@ -2,10 +2,11 @@
 
 use crate::{FieldError, Incarnation, Label, Lease, Validate};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// `PUT /v1/clusters/{cluster_id}`: register or renew a cluster's lease.
 /// `cluster_id` may be repeated in the body; if it is, it must match the path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterRegistration {
     /// The cluster, if repeated from the path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,7 +42,7 @@ impl ClusterRegistration {
 }
 
 /// The reply to a cluster registration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ClusterRegistered {
     /// The generation now stored.
     pub generation: u64,
@@ -50,7 +51,7 @@ pub struct ClusterRegistered {
 }
 
 /// A cluster with a live lease, as `GET /v1/clusters` serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Cluster {
     /// The cluster's id.
     pub cluster_id: Label,

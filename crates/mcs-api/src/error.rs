@@ -1,9 +1,10 @@
 //! The error body every non-2xx reply carries.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// What went wrong, as a code a client can branch on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// `400`: the body or query is not well-formed.
@@ -30,7 +31,7 @@ pub enum ErrorCode {
 }
 
 /// `{"error", "message", "field"?}` plus, on `409`, what is stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// The kind of error.
     pub error: ErrorCode,

@@ -1,16 +1,21 @@
 //! The lease a registration is granted.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// How long a registration lives without a heartbeat, and how often the
 /// registry asks for one. Parses only when `0 < heartbeat_interval_secs <
 /// duration_secs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(try_from = "LeaseWire")]
+#[schema(description = "A lease: how long a registration lives without a heartbeat (at most one \
+day) and how often to renew it; `0 < heartbeat_interval_secs < duration_secs`.")]
 pub struct Lease {
     /// Lifetime of the lease from the write that granted it.
+    #[schema(minimum = 2, maximum = 86_400)]
     pub duration_secs: u64,
     /// How often the holder should renew.
+    #[schema(minimum = 1, maximum = 86_399)]
     pub heartbeat_interval_secs: u64,
 }
 

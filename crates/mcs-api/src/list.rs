@@ -5,11 +5,12 @@
 
 use crate::{Cluster, Export, Pool, RouterReplica, ServiceImport};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 macro_rules! list_envelope {
     ($(#[$doc:meta])* $name:ident, $field:ident: $item:ty) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
         pub struct $name {
             /// The live items, sorted by key.
             pub $field: Vec<$item>,

@@ -4,10 +4,11 @@ use crate::{FieldError, HostPort, Incarnation, Label, Lease, NonBlank, Validate}
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
+use utoipa::ToSchema;
 
 /// Where a pool comes from: one DynamoGraphDeployment in one namespace of one
 /// cluster. Each part is a DNS-1123 label.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct PoolKey {
     /// The cluster the pool runs in.
     pub cluster_id: Label,
@@ -61,6 +62,14 @@ impl PoolId {
     }
 }
 
+crate::scalar::string_schema!(
+    PoolId,
+    "The first 16 bytes of SHA-256(\"{cluster_id}/{namespace}/{dgd_name}\") as 32 lowercase hex digits.",
+    "^[0-9a-f]{32}$",
+    (32, 32),
+    "3677f1ffda5a8ecb71747eca0d38615c"
+);
+
 impl TryFrom<String> for PoolId {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
@@ -81,7 +90,7 @@ impl fmt::Display for PoolId {
 }
 
 /// Where a pool or router runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Location {
     /// Cloud region, e.g. `us-east-1`.
     pub region: NonBlank,
@@ -91,15 +100,16 @@ pub struct Location {
 }
 
 /// What a pool can serve.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Capacity {
     /// Number of workers behind the relay (never negative).
+    #[schema(minimum = 0, maximum = 4_294_967_295_u64, format = Int64)]
     pub workers: u32,
 }
 
 /// `POST /v1/pools` (and the seed-compatible `POST /pools`): register or renew
 /// a pool. Each call is also the relay's heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PoolRegistration {
     /// Which deployment this pool is.
     pub pool_key: PoolKey,
@@ -113,6 +123,7 @@ pub struct PoolRegistration {
     pub relay_address: HostPort,
     /// The addresses the relay may present itself from.
     #[serde(default)]
+    #[schema(max_items = 64)]
     pub relay_identities: Vec<NonBlank>,
     /// The lease asked for; the registry's default lease when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,7 +162,7 @@ impl PoolRegistration {
 }
 
 /// A live pool as `GET /v1/pools` serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Pool {
     /// Derived from `pool_key`.
     pub pool_id: PoolId,
@@ -171,7 +182,7 @@ pub struct Pool {
 }
 
 /// The reply to a pool registration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PoolRegistered {
     /// The pool's id.
     pub pool_id: PoolId,

@@ -2,15 +2,18 @@
 
 use crate::{FieldError, Incarnation, Validate};
 use serde::{Deserialize, Serialize};
+use utoipa::IntoParams;
 
 /// `GET` lists: `?watch=true&timeout_secs=N` long-polls until the
 /// fingerprint differs from the request's `If-None-Match`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Wait for a change instead of answering at once.
     #[serde(default)]
     pub watch: bool,
-    /// How long to wait at most; the server caps it.
+    /// How long to wait at most, with `watch=true` only; the server caps it.
+    #[param(minimum = 1)]
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -30,12 +33,14 @@ impl Validate for ListQuery {
 /// `DELETE` of a record: `?incarnation=..&generation=..`, both optional. A
 /// holder of a lease names itself to pass the ownership check; a writer that
 /// orders its own intents names the generation of the withdrawal.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Withdrawal {
     /// The withdrawing incarnation.
     #[serde(default)]
     pub incarnation: Option<Incarnation>,
-    /// The withdrawal's generation.
+    /// The withdrawal's generation; needs `incarnation`.
+    #[param(minimum = 1)]
     #[serde(default)]
     pub generation: Option<u64>,
 }

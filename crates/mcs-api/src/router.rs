@@ -3,6 +3,7 @@
 use crate::{FieldError, HostPort, Incarnation, Lease, Location, Validate};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use utoipa::ToSchema;
 
 /// A router replica's id: a DNS-1123 subdomain (1–253 characters of
 /// lowercase alphanumerics, '-' and '.', each dot-separated part a label).
@@ -32,6 +33,14 @@ impl RouterId {
     }
 }
 
+crate::scalar::string_schema!(
+    RouterId,
+    "A DNS-1123 subdomain: 1 to 253 characters, dot-separated DNS-1123 labels.",
+    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    (1, 253),
+    "gr-0.us-east-1"
+);
+
 impl TryFrom<String> for RouterId {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
@@ -52,7 +61,7 @@ impl fmt::Display for RouterId {
 }
 
 /// `POST /v1/routers`: register or renew a Global Router replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RouterRegistration {
     /// The replica's id.
     pub router_id: RouterId,
@@ -91,7 +100,7 @@ impl RouterRegistration {
 }
 
 /// A live router replica as `GET /v1/routers` serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RouterReplica {
     /// The replica's id.
     pub router_id: RouterId,
@@ -103,7 +112,7 @@ pub struct RouterReplica {
 }
 
 /// The reply to a router registration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RouterRegistered {
     /// The replica's id.
     pub router_id: RouterId,

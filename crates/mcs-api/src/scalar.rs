@@ -2,6 +2,43 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+
+/// The OpenAPI schema of a validated string: the pattern and the length
+/// bounds it is checked against (the pattern is necessary, the description
+/// says what else is checked).
+pub(crate) fn string_schema_of(
+    description: &str,
+    pattern: &str,
+    (min_length, max_length): (usize, usize),
+    example: &str,
+) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .pattern(Some(pattern))
+        .min_length(Some(min_length))
+        .max_length(Some(max_length))
+        .examples([example])
+        .into()
+}
+
+/// Implements `utoipa::ToSchema` for a validated string newtype.
+macro_rules! string_schema {
+    ($ty:ty, $description:expr, $pattern:expr, $len:expr, $example:expr) => {
+        impl utoipa::PartialSchema for $ty {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                $crate::scalar::string_schema_of($description, $pattern, $len, $example)
+            }
+        }
+        impl utoipa::ToSchema for $ty {}
+    };
+}
+pub(crate) use string_schema;
+
+/// A DNS-1123 label, as a regular expression.
+pub(crate) const LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
 /// A DNS-1123 label: 1–63 lowercase alphanumerics or '-', alphanumeric at
 /// both ends. Cluster ids, namespaces, service and pool names are labels.
@@ -41,6 +78,14 @@ fn check_label(value: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+string_schema!(
+    Label,
+    "A DNS-1123 label: 1 to 63 lowercase alphanumerics or '-', alphanumeric at both ends.",
+    LABEL_PATTERN,
+    (1, 63),
+    "us-east-1a"
+);
 
 impl TryFrom<String> for Label {
     type Error = String;
@@ -95,6 +140,14 @@ impl NonBlank {
     }
 }
 
+string_schema!(
+    NonBlank,
+    "Text that is not blank after trimming whitespace, at most 512 bytes of UTF-8.",
+    "\\S",
+    (1, NonBlank::MAX_LEN),
+    "meta-llama/Llama-3.1-8B"
+);
+
 impl TryFrom<String> for NonBlank {
     type Error = String;
     fn try_from(value: String) -> Result<Self, String> {
@@ -138,6 +191,14 @@ impl Incarnation {
         &self.0
     }
 }
+
+string_schema!(
+    Incarnation,
+    "One process lifetime of a writer: 1 to 128 ASCII letters, digits, '.', '_', ':' or '-'.",
+    "^[A-Za-z0-9._:-]{1,128}$",
+    (1, 128),
+    "5f1c-9a0e:2"
+);
 
 impl TryFrom<String> for Incarnation {
     type Error = String;
@@ -197,6 +258,16 @@ impl HostPort {
         &self.0
     }
 }
+
+string_schema!(
+    HostPort,
+    "`host:port`: an IPv4 address, a bracketed IPv6 address or a DNS name (each \
+     dot-separated part at most 63 characters, the name at most 253), then a port \
+     from 1 to 65535.",
+    "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*):[0-9]{1,5}$",
+    (3, 261),
+    "10.0.1.7:9000"
+);
 
 impl TryFrom<String> for HostPort {
     type Error = String;

@@ -5,9 +5,12 @@ use crate::{FieldError, Incarnation, Label, Validate};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use utoipa::ToSchema;
 
 /// How a multi-cluster service is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
 pub enum ServiceType {
     /// One virtual IP for the whole clusterset.
     ClusterSetIP,
@@ -17,7 +20,18 @@ pub enum ServiceType {
 
 /// Transport protocol of a port.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Default,
+    ToSchema,
 )]
 #[allow(clippy::upper_case_acronyms)]
 pub enum Protocol {
@@ -32,7 +46,18 @@ pub enum Protocol {
 
 /// Session affinity of a service.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Default,
+    ToSchema,
 )]
 pub enum SessionAffinity {
     /// No affinity, the default.
@@ -43,7 +68,7 @@ pub enum SessionAffinity {
 }
 
 /// One port of a service.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct ServicePort {
     /// The port's name; may be empty only when it is the service's one port.
     #[serde(default)]
@@ -52,6 +77,7 @@ pub struct ServicePort {
     #[serde(default)]
     pub protocol: Protocol,
     /// Its number, 1–65535.
+    #[schema(minimum = 1, maximum = 65_535)]
     pub port: u16,
     /// Application protocol hint, e.g. `kubernetes.io/h2c`.
     #[serde(default)]
@@ -59,9 +85,10 @@ pub struct ServicePort {
 }
 
 /// A set of addresses behind a service in one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct Endpoint {
     /// The endpoint's IP addresses.
+    #[schema(schema_with = ip_addresses)]
     pub addresses: Vec<IpAddr>,
     /// Whether it is ready to serve.
     pub ready: bool,
@@ -73,9 +100,22 @@ pub struct Endpoint {
     pub zone: Option<String>,
 }
 
+/// The schema of a list of IP addresses: each an IPv4 or an IPv6 address.
+fn ip_addresses() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let ip = |format| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(format)))
+    };
+    utoipa::openapi::schema::Array::new(
+        OneOfBuilder::new().item(ip(KnownFormat::Ipv4)).item(ip(KnownFormat::Ipv6)),
+    )
+}
+
 /// A service's name in the clusterset: the same namespace and name in every
 /// cluster is the same service ("namespace sameness").
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct ServiceName {
     /// Its namespace.
     pub namespace: Label,
@@ -84,7 +124,7 @@ pub struct ServiceName {
 }
 
 /// One cluster's export of one service.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct ExportKey {
     /// The exporting cluster.
     pub cluster_id: Label,
@@ -102,7 +142,7 @@ impl ExportKey {
 }
 
 /// What a cluster exports of one Service: the part that the merge reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ExportSpec {
     /// ClusterSetIP or Headless.
     #[serde(rename = "type")]
@@ -114,9 +154,11 @@ pub struct ExportSpec {
     pub session_affinity: SessionAffinity,
     /// Affinity timeout, with `ClientIP` only.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 86_400)]
     pub session_affinity_timeout_secs: Option<u32>,
     /// When the cluster first exported the service; the oldest export wins
     /// conflicts.
+    #[schema(value_type = String, format = DateTime)]
     pub exported_at: jiff::Timestamp,
     /// The Service's endpoints in this cluster.
     #[serde(default)]
@@ -168,7 +210,7 @@ impl Validate for ExportSpec {
 
 /// `PUT /v1/clusters/{cluster_id}/exports/{namespace}/{name}`: the export
 /// and, optionally, the writer's own ordering.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ExportRequest {
     /// ClusterSetIP or Headless.
     #[serde(rename = "type")]
@@ -180,8 +222,10 @@ pub struct ExportRequest {
     pub session_affinity: SessionAffinity,
     /// Affinity timeout, with `ClientIP` only.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 86_400)]
     pub session_affinity_timeout_secs: Option<u32>,
     /// When the cluster first exported the service.
+    #[schema(value_type = String, format = DateTime)]
     pub exported_at: jiff::Timestamp,
     /// The Service's endpoints in this cluster.
     #[serde(default)]
@@ -224,7 +268,9 @@ impl Validate for ExportRequest {
 }
 
 /// Status of a condition, as in Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
 pub enum ConditionStatus {
     /// The condition holds.
     True,
@@ -236,7 +282,7 @@ pub enum ConditionStatus {
 
 /// A condition of the MCS API: `Valid`, `Ready`, `Conflict` on exports and
 /// `Ready` on imports. Several reasons are joined by commas.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct Condition {
     /// `Valid`, `Ready` or `Conflict`.
     #[serde(rename = "type")]
@@ -250,7 +296,7 @@ pub struct Condition {
 }
 
 /// A live export as `GET /v1/exports` serves it, with its conditions.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Export {
     /// The exporting cluster.
     pub cluster_id: Label,
@@ -266,7 +312,7 @@ pub struct Export {
 }
 
 /// One cluster's part of an import.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ImportCluster {
     /// The exporting cluster.
     pub cluster_id: Label,
@@ -275,7 +321,7 @@ pub struct ImportCluster {
 }
 
 /// A merged ServiceImport as `GET /v1/imports` serves it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ServiceImport {
     /// The service's namespace.
     pub namespace: Label,
@@ -290,6 +336,7 @@ pub struct ServiceImport {
     pub session_affinity: SessionAffinity,
     /// The winning export's affinity timeout.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 86_400)]
     pub session_affinity_timeout_secs: Option<u32>,
     /// Every cluster exporting the service, with its endpoints.
     pub clusters: Vec<ImportCluster>,
@@ -298,7 +345,7 @@ pub struct ServiceImport {
 }
 
 /// The reply to an export write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ExportAccepted {
     /// The generation now stored.
     pub generation: u64,
@@ -307,7 +354,7 @@ pub struct ExportAccepted {
 }
 
 /// The reply to a withdrawal (a `DELETE`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Withdrawn {
     /// The generation of the tombstone now stored.
     pub generation: u64,

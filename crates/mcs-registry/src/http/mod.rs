@@ -5,6 +5,7 @@
 mod error;
 mod extract;
 mod lists;
+mod openapi;
 mod writes;
 
 pub use error::ApiError;
@@ -64,6 +65,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/routers", get(lists::routers))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/openapi.json", get(openapi::serve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

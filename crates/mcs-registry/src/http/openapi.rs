@@ -1,0 +1,329 @@
+//! The OpenAPI 3.1 document of the API, served at `GET /openapi.json`.
+//!
+//! The schemas come from the mcs-api types that parse the requests (their
+//! `utoipa::ToSchema` impls carry the same constraints the parsers check);
+//! the paths are described here, one per route of [`super::router`], with
+//! every status the server can answer. `docs/openapi.json` is a copy that a
+//! test keeps identical: regenerate it with
+//! `UPDATE_OPENAPI=1 cargo test -p mcs-registry openapi`.
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use mcs_api::{
+    Cluster, ClusterList, ClusterRegistered, ClusterRegistration, ErrorBody, Export,
+    ExportAccepted, ExportList, ExportRequest, ImportList, ListQuery, Pool, PoolList,
+    PoolRegistered, PoolRegistration, RouterList, RouterRegistered, RouterRegistration,
+    RouterReplica, ServiceImport, Withdrawal, Withdrawn,
+};
+use std::sync::LazyLock;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::{ContentBuilder, Ref, Required, Response as ApiResponse, ResponseBuilder};
+use utoipa::{IntoParams, OpenApi, PartialSchema};
+
+const DESCRIPTION: &str = "Multi-cluster service registry: pools, routers, clusters, \
+service exports and the merged imports. Every non-2xx answer carries an `ErrorBody`; an \
+unknown path answers `404` and a method a path does not have answers `405`, both with an \
+`ErrorBody`. Writes are refused with `503` while storage is unavailable or before the \
+registry's first full read of storage.";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "mcs-registry", description = DESCRIPTION),
+    components(schemas(
+        PoolRegistration, PoolRegistered, PoolList, Pool,
+        RouterRegistration, RouterRegistered, RouterList, RouterReplica,
+        ClusterRegistration, ClusterRegistered, ClusterList, Cluster,
+        ExportRequest, ExportAccepted, ExportList, Export, ImportList, ServiceImport,
+        Withdrawn, ErrorBody,
+    ))
+)]
+struct Components;
+
+/// The document, built once.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    document().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
+});
+
+/// `GET /openapi.json`.
+pub(super) async fn serve() -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], DOCUMENT.as_str())
+        .into_response()
+}
+
+/// The OpenAPI document of [`super::router`].
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = Components::openapi();
+    let paths = &mut doc.paths;
+    let lists = [
+        ("/v1/pools", "PoolList", "pools"),
+        ("/pools", "PoolList", "pools_unversioned"),
+        ("/v1/routers", "RouterList", "routers"),
+        ("/routers", "RouterList", "routers_unversioned"),
+        ("/v1/clusters", "ClusterList", "clusters"),
+        ("/v1/exports", "ExportList", "exports"),
+        ("/v1/imports", "ImportList", "imports"),
+    ];
+    for (path, schema, id) in lists {
+        paths.add_path_operation(path, vec![HttpMethod::Get], list(schema, id));
+    }
+    let registrations = [
+        (HttpMethod::Post, "/v1/pools", "PoolRegistration", "PoolRegistered", "register_pool"),
+        (
+            HttpMethod::Post,
+            "/pools",
+            "PoolRegistration",
+            "PoolRegistered",
+            "register_pool_unversioned",
+        ),
+        (
+            HttpMethod::Post,
+            "/v1/routers",
+            "RouterRegistration",
+            "RouterRegistered",
+            "register_router",
+        ),
+        (
+            HttpMethod::Put,
+            "/v1/clusters/{cluster_id}",
+            "ClusterRegistration",
+            "ClusterRegistered",
+            "register_cluster",
+        ),
+        (
+            HttpMethod::Put,
+            "/v1/clusters/{cluster_id}/exports/{namespace}/{name}",
+            "ExportRequest",
+            "ExportAccepted",
+            "put_export",
+        ),
+    ];
+    for (method, path, body, reply, id) in registrations {
+        paths.add_path_operation(path, vec![method], write(path, Some(body), reply, id));
+    }
+    let withdrawals = [
+        ("/v1/pools/{pool_id}", "withdraw_pool"),
+        ("/v1/routers/{router_id}", "withdraw_router"),
+        ("/v1/clusters/{cluster_id}", "withdraw_cluster"),
+        ("/v1/clusters/{cluster_id}/exports/{namespace}/{name}", "withdraw_export"),
+    ];
+    for (path, id) in withdrawals {
+        paths.add_path_operation(
+            path,
+            vec![HttpMethod::Delete],
+            write(path, None, "Withdrawn", id),
+        );
+    }
+    paths.add_path_operation("/healthz", vec![HttpMethod::Get], healthz());
+    paths.add_path_operation("/readyz", vec![HttpMethod::Get], readyz());
+    paths.add_path_operation("/openapi.json", vec![HttpMethod::Get], openapi());
+    doc
+}
+
+fn json(schema: &str) -> utoipa::openapi::Content {
+    ContentBuilder::new().schema(Some(Ref::from_schema_name(schema))).build()
+}
+
+fn error(description: &str) -> ApiResponse {
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/json", json("ErrorBody"))
+        .build()
+}
+
+fn unavailable(description: &str) -> ApiResponse {
+    let retry = HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
+        .description(Some("seconds to wait before retrying, when storage is unavailable"))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .header("Retry-After", retry)
+        .content("application/json", json("ErrorBody"))
+        .build()
+}
+
+fn etag() -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(Type::String))
+        .description(Some("the list's fingerprint, quoted (a strong entity tag)"))
+        .build()
+}
+
+fn list(schema: &str, id: &str) -> OperationBuilder {
+    let if_none_match = ParameterBuilder::new()
+        .name("If-None-Match")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some("entity tags already seen; `*` matches any"))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)));
+    OperationBuilder::new()
+        .operation_id(Some(format!("list_{id}")))
+        .tag("lists")
+        .parameters(Some(ListQuery::into_params(|| Some(ParameterIn::Query))))
+        .parameter(if_none_match)
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("the live items")
+                .header("ETag", etag())
+                .content("application/json", json(schema)),
+        )
+        .response(
+            "304",
+            ResponseBuilder::new()
+                .description("the fingerprint matches `If-None-Match` (after the watch, if any)")
+                .header("ETag", etag()),
+        )
+        .response("422", error("a query parameter is invalid"))
+        .response("503", unavailable("too many watches are waiting; retry later"))
+}
+
+/// Path parameters of `path`, each with the schema of its mcs-api type.
+fn path_parameters(path: &str) -> Vec<utoipa::openapi::path::Parameter> {
+    let mut parameters = Vec::new();
+    for segment in path.split('/') {
+        let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) else {
+            continue;
+        };
+        let schema = match name {
+            "pool_id" => mcs_api::PoolId::schema(),
+            "router_id" => mcs_api::RouterId::schema(),
+            _ => mcs_api::Label::schema(),
+        };
+        parameters.push(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(schema))
+                .build(),
+        );
+    }
+    parameters
+}
+
+fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuilder {
+    let mut op = OperationBuilder::new()
+        .operation_id(Some(id))
+        .tag("writes")
+        .parameters(Some(path_parameters(path)))
+        .response("200", ResponseBuilder::new().description("stored").content("application/json", json(reply)))
+        .response("400", error("the request is not well-formed (malformed JSON, bad path)"))
+        .response(
+            "409",
+            error("`stale_generation`: a newer generation is stored; `owned`: another incarnation holds the live lease"),
+        )
+        .response("422", error("a value breaks a rule; `field` names it"))
+        .response(
+            "503",
+            unavailable(
+                "storage is unavailable, or the registry has not finished its first full read",
+            ),
+        );
+    match body {
+        Some(body) => {
+            op = op
+                .request_body(Some(
+                    RequestBodyBuilder::new()
+                        .required(Some(Required::True))
+                        .content("application/json", json(body))
+                        .build(),
+                ))
+                .response("408", error("the request body did not arrive in time"))
+                .response("413", error("the request body is over the size limit"));
+        }
+        None => {
+            op = op
+                .parameters(Some(Withdrawal::into_params(|| Some(ParameterIn::Query))))
+                .response("404", error("no such record"));
+        }
+    }
+    op
+}
+
+fn status_object(properties: &[(&str, Type)]) -> ObjectBuilder {
+    let mut object = ObjectBuilder::new().schema_type(Type::Object);
+    for (name, ty) in properties {
+        object =
+            object.property(*name, ObjectBuilder::new().schema_type(ty.clone())).required(*name);
+    }
+    object
+}
+
+fn healthz() -> OperationBuilder {
+    OperationBuilder::new().operation_id(Some("healthz")).tag("health").response(
+        "200",
+        ResponseBuilder::new().description("the process runs").content(
+            "application/json",
+            ContentBuilder::new().schema(Some(status_object(&[("status", Type::String)]))).build(),
+        ),
+    )
+}
+
+fn readyz() -> OperationBuilder {
+    let ready = status_object(&[("status", Type::String), ("complete", Type::Boolean)]);
+    OperationBuilder::new()
+        .operation_id(Some("readyz"))
+        .tag("health")
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("the first full read of storage succeeded")
+                .content("application/json", ContentBuilder::new().schema(Some(ready)).build()),
+        )
+        .response("503", error("the first full read of storage has not succeeded yet"))
+}
+
+fn openapi() -> OperationBuilder {
+    OperationBuilder::new().operation_id(Some("openapi")).tag("health").response(
+        "200",
+        ResponseBuilder::new().description("this document").content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::Object)))
+                .build(),
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/openapi.json` is the served document, byte for byte.
+    #[test]
+    fn the_docs_copy_is_the_served_document() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+        if std::env::var_os("UPDATE_OPENAPI").is_some_and(|v| v == "1") {
+            std::fs::write(&path, DOCUMENT.as_str()).expect("writes docs/openapi.json");
+        }
+        let copy = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            copy == *DOCUMENT,
+            "docs/openapi.json differs from the served document; regenerate it with \
+             UPDATE_OPENAPI=1 cargo test -p mcs-registry openapi"
+        );
+    }
+
+    #[test]
+    fn the_document_is_openapi_3_1_with_every_schema_resolvable() {
+        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).expect("the document is JSON");
+        assert!(
+            doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")),
+            "{}",
+            doc["openapi"]
+        );
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        let text = DOCUMENT.as_str();
+        for reference in text.split("\"$ref\": \"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap_or_default();
+            assert!(schemas.contains_key(name), "unresolved $ref to {name}");
+        }
+        let label = &schemas["Label"];
+        assert_eq!(label["maxLength"], 63);
+        assert_eq!(schemas["PoolId"]["pattern"], "^[0-9a-f]{32}$");
+    }
+}
