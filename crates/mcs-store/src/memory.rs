@@ -40,6 +40,7 @@ impl MemoryStore {
 impl Store for MemoryStore {
     async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
         let mut items = self.items()?;
+        crate::dynamo::check_record_size(record)?;
         let stored = items.get(&record.key);
         match decide(stored, record, now_ms) {
             WriteDecision::Apply => {
