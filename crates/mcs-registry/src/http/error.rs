@@ -139,7 +139,7 @@ impl IntoResponse for ApiError {
 }
 
 /// `503` with `Retry-After`: nothing was acknowledged, try again soon.
-fn unavailable(message: &str) -> Response {
+pub(crate) fn unavailable(message: &str) -> Response {
     let body = ErrorBody::new(ErrorCode::Unavailable, message);
     let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
