@@ -120,6 +120,7 @@ async fn get(stream: &mut TcpStream, path: &str) -> String {
 /// and the JSON error; once one closes, connections are served again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_get_503_and_are_served_again_once_one_closes() {
+    let metrics = crate::metrics::install();
     let server = served(&["--max-connections", "2", "--max-watches", "1"]).await;
     let mut held = Vec::new();
     for _ in 0..2 {
@@ -134,6 +135,9 @@ async fn connections_past_the_cap_get_503_and_are_served_again_once_one_closes()
     let lower = refused.to_ascii_lowercase();
     assert!(lower.contains("\r\nretry-after: 1\r\n"), "{refused}");
     assert!(lower.contains("\"error\":\"unavailable\""), "{refused}");
+    let rendered = metrics.render();
+    assert!(rendered.contains("mcs_http_refused_total{reason=\"connections\"}"), "{rendered}");
+    assert!(rendered.contains("mcs_http_connections{listener=\"api\"}"), "{rendered}");
     // The two held connections still work.
     assert!(get(&mut held[0], "/healthz").await.starts_with("HTTP/1.1 200"));
 

@@ -65,6 +65,7 @@ async fn until_waiting(state: &AppState, max_watches: usize, n: usize) {
 /// the waiting watches end, watches are accepted again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_past_the_cap_get_503_and_are_accepted_again_once_others_end() {
+    let metrics = crate::metrics::install();
     let h = harness_adjusted(|s| s.max_watches = 2).await;
     let state = h.registry.state.clone();
     let etag = h.get("/v1/pools").await.headers["etag"].to_str().unwrap().to_owned();
@@ -75,6 +76,8 @@ async fn watches_past_the_cap_get_503_and_are_accepted_again_once_others_end() {
     assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{}", refused.body);
     assert_eq!(refused.headers["retry-after"], "1");
     assert_eq!(refused.body["error"], json!("unavailable"));
+    let rendered = metrics.render();
+    assert!(rendered.contains("mcs_http_refused_total{reason=\"watches\"}"), "{rendered}");
     // A watch that need not wait is answered at once, cap or not.
     assert_eq!(h.call(Method::GET, uri, None, &[("if-none-match", "\"old\"")]).await.status, 200);
 
