@@ -6,6 +6,13 @@ use mcs_core::LeasePolicy;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// The largest `--max-watch-secs`: one day.
+pub const MAX_WATCH_SECS: u64 = 86_400;
+
+/// The largest `--max-connections` (far above what one process's file
+/// descriptors allow anyway).
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
 /// Where records are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StorageKind {
@@ -124,9 +131,18 @@ pub struct Args {
     #[arg(long, env = "MCS_IDLE_TIMEOUT_SECS", default_value_t = 60)]
     pub idle_timeout_secs: u64,
 
-    /// Longest `timeout_secs` a watch may ask for.
+    /// Longest `timeout_secs` a watch may ask for; 1 to 86400.
     #[arg(long, env = "MCS_MAX_WATCH_SECS", default_value_t = 300)]
     pub max_watch_secs: u64,
+
+    /// Connections served at once, per listener (API, admin); past it, 503.
+    #[arg(long, env = "MCS_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+
+    /// Watches (long-polls) waiting at once; past it, 503. At most
+    /// --max-connections: each waits on a connection of its own.
+    #[arg(long, env = "MCS_MAX_WATCHES", default_value_t = 512)]
+    pub max_watches: usize,
 
     /// How long shutdown waits for requests in flight.
     #[arg(long, env = "MCS_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
@@ -174,6 +190,10 @@ pub struct Settings {
     pub idle_timeout: Duration,
     /// Longest watch.
     pub max_watch: Duration,
+    /// Connection cap per listener.
+    pub max_connections: usize,
+    /// Watch cap.
+    pub max_watches: usize,
     /// Shutdown drain bound.
     pub shutdown_grace: Duration,
     /// This registrar's writer id.
@@ -231,6 +251,17 @@ impl Settings {
         if args.request_timeout_ms == 0 || args.idle_timeout_secs == 0 {
             return Err("--request-timeout-ms and --idle-timeout-secs must be above zero".into());
         }
+        if !(1..=MAX_WATCH_SECS).contains(&args.max_watch_secs) {
+            return Err(format!("--max-watch-secs must be 1 to {MAX_WATCH_SECS}"));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&args.max_connections) {
+            return Err(format!("--max-connections must be 1 to {MAX_CONNECTIONS}"));
+        }
+        if args.max_watches == 0 || args.max_watches > args.max_connections {
+            return Err(
+                "--max-watches must be 1 to --max-connections (a watch holds a connection)".into(),
+            );
+        }
         if args.listen == args.admin_listen && args.listen.port() != 0 {
             return Err("--listen and --admin-listen must differ".into());
         }
@@ -258,6 +289,8 @@ impl Settings {
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
             max_watch: Duration::from_secs(args.max_watch_secs),
+            max_connections: args.max_connections,
+            max_watches: args.max_watches,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             writer_id,
         })
@@ -300,6 +333,14 @@ mod tests {
             (&["--retention-secs", "0"], "--retention-secs"),
             (&["--retention-secs", "86400"], "--retention-secs"),
             (&["--max-generation-ahead-secs", "0"], "--max-generation-ahead-secs"),
+            // Defect 8 of issue 7: a huge value panicked on `Instant + timeout`.
+            (&["--max-watch-secs", "18446744073709551615"], "--max-watch-secs"),
+            (&["--max-watch-secs", "86401"], "--max-watch-secs"),
+            (&["--max-watch-secs", "0"], "--max-watch-secs"),
+            (&["--max-connections", "0"], "--max-connections"),
+            (&["--max-connections", "1000001"], "--max-connections"),
+            (&["--max-watches", "0"], "--max-watches"),
+            (&["--max-connections", "10", "--max-watches", "11"], "--max-watches"),
         ];
         for (argv, want) in cases {
             let err = parse(argv).unwrap_err();

@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod config;
+mod connection;
 pub mod http;
 pub mod live;
 pub mod metrics;

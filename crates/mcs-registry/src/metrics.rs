@@ -33,6 +33,10 @@ pub const EXPIRY_HOLDS: &str = "mcs_view_expiry_holds_total";
 pub const EXPIRIES_HELD: &str = "mcs_view_expiries_held";
 /// Long-polls waiting right now.
 pub const WATCHERS: &str = "mcs_http_watchers";
+/// Connections served right now (lingering closes included), by listener.
+pub const HTTP_CONNECTIONS: &str = "mcs_http_connections";
+/// Requests answered `503` past a cap, by reason (`connections`, `watches`).
+pub const HTTP_REFUSED: &str = "mcs_http_refused_total";
 
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -74,6 +78,8 @@ fn describe() {
     describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
     describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
     describe_gauge!(WATCHERS, "long-polls waiting");
+    describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
+    describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
     describe_counter!(EXPIRY_HOLDS, "mass-expiry holds begun");
     describe_gauge!(EXPIRIES_HELD, "expiries held back now");
 }

@@ -244,6 +244,7 @@ fn count(kind: mcs_core::Kind, result: &Result<Record, WriteError>) {
         Err(WriteError::NotFound(_)) => "not_found",
         Err(WriteError::Invalid(_)) => "invalid",
         Err(WriteError::NotReady) => "not_ready",
+        Err(WriteError::Store(StoreError::TooLarge { .. })) => "too_large",
         Err(WriteError::Clock(_) | WriteError::Store(_)) => "error",
     };
     metrics::counter!(m::REGISTRAR_WRITES, "kind" => kind.as_str(), "outcome" => outcome)

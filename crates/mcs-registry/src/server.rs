@@ -5,8 +5,10 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Args, LogFormat, Settings, StorageKind};
+use crate::connection;
 use crate::http::{AppState, admin_router, router};
 use crate::live::LiveView;
+use crate::metrics as m;
 use crate::reader::{Reader, ReaderConfig};
 use crate::registrar::Registrar;
 use anyhow::Context;
@@ -17,7 +19,12 @@ use mcs_store::{DynamoConfig, DynamoStore, MemoryStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
+
+/// Connections past `--max-connections` answered `503` at once; beyond
+/// them, more are closed unanswered (each answer takes a task for at most
+/// the refusal's head timeout plus a lingering close).
+pub const REFUSALS_IN_FLIGHT: usize = 64;
 
 /// A registry assembled but not yet serving: its shared state, its reader,
 /// and the switch that stops both.
@@ -63,6 +70,7 @@ impl Registry {
             view,
             registrar,
             max_watch: settings.max_watch,
+            watch_slots: Arc::new(Semaphore::new(settings.max_watches)),
             max_body_bytes: settings.max_body_bytes,
             request_timeout: settings.request_timeout,
             shutdown: shutdown_rx,
@@ -92,12 +100,18 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     );
     let stop = registry.state.shutdown.clone();
     let reader = tokio::spawn(registry.reader.run(stop.clone()));
-    let api_task =
-        tokio::spawn(serve(api, router(registry.state.clone()), settings.clone(), stop.clone()));
+    let api_task = tokio::spawn(serve(
+        api,
+        router(registry.state.clone()),
+        settings.clone(),
+        "api",
+        stop.clone(),
+    ));
     let admin_task = tokio::spawn(serve(
         admin,
         admin_router(registry.state.clone(), metrics),
         settings.clone(),
+        "admin",
         stop,
     ));
 
@@ -135,16 +149,26 @@ async fn open_store(args: &Args, settings: &Settings) -> anyhow::Result<Arc<dyn 
 }
 
 /// Accepts connections on `listener` until `stop` turns true, then waits up
-/// to the shutdown grace for open connections to finish.
+/// to the shutdown grace for open connections to finish. At most
+/// `--max-connections` are served at once (`listener` names them in
+/// metrics); one past the cap is answered `503` (see [`crate::connection`]),
+/// or closed at once while [`REFUSALS_IN_FLIGHT`] others are being answered.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     settings: Settings,
+    name: &'static str,
     mut stop: watch::Receiver<bool>,
 ) {
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(settings.idle_timeout).keep_alive(true);
+    let mut refuser = hyper::server::conn::http1::Builder::new();
+    refuser
+        .timer(TokioTimer::new())
+        .header_read_timeout(connection::REFUSAL_HEAD_TIMEOUT)
+        .keep_alive(false);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -158,20 +182,32 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-                let connection = graceful.watch(connection);
-                tokio::spawn(async move {
-                    if let Err(error) = connection.await {
-                        tracing::debug!(%error, "connection ended with an error");
+                let stop = stop.clone();
+                if let Ok(permit) = slots.clone().try_acquire_owned() {
+                    let slot = connection::Slot::new(permit, name);
+                    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+                    tokio::spawn(connection::serve(conn, stop, slot));
+                    continue;
+                }
+                metrics::counter!(m::HTTP_REFUSED, "reason" => "connections").increment(1);
+                match refusals.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
+                        tokio::spawn(connection::serve(conn, stop, permit));
                     }
-                });
+                    Err(_) => {
+                        tracing::debug!(listener = name, "too many connections refused at once: closing one unanswered");
+                    }
+                }
             }
             _ = stopped(&mut stop) => break,
         }
     }
     drop(listener);
+    // Every slot back means every served connection has closed.
+    let all = u32::try_from(settings.max_connections).unwrap_or(u32::MAX);
     tokio::select! {
-        _ = graceful.shutdown() => {}
+        _ = slots.acquire_many(all) => {}
         _ = tokio::time::sleep(settings.shutdown_grace) => {
             tracing::warn!(grace = ?settings.shutdown_grace, "connections still open after the shutdown grace");
         }
@@ -220,3 +256,6 @@ fn init_tracing(args: &Args) -> anyhow::Result<()> {
     };
     result.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -126,6 +126,9 @@ async fn inconsistent_flags_exit_with_code_2() {
         &["--lease-duration-secs", "90000"][..],
         &["--heartbeat-interval-secs", "30", "--lease-duration-secs", "30"][..],
         &["--table", "t"][..],
+        // Issue 7, defect 8: a huge value used to start, then panic in a watch.
+        &["--max-watch-secs", "18446744073709551615"][..],
+        &["--max-connections", "4", "--max-watches", "5"][..],
     ] {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_mcs-registry"))
             .args(args)

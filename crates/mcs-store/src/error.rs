@@ -19,6 +19,18 @@ pub enum StoreError {
         /// The newest version this binary knows.
         known: u32,
     },
+    /// The record's item would be over [`MAX_ITEM_BYTES`](crate::MAX_ITEM_BYTES)
+    /// (DynamoDB's item limit, enforced alike by every store). Nothing was
+    /// written; the same record will always be refused.
+    #[error("the stored item would be {size} bytes, over the limit of {limit}")]
+    TooLarge {
+        /// The item's size by the rule of [`record_item_size`](crate::record_item_size).
+        size: usize,
+        /// The limit.
+        limit: usize,
+        /// The payload's largest field (`endpoints`, `annotations`, ...), if any.
+        field: Option<String>,
+    },
     /// An item could not be encoded or decoded.
     #[error("storage item: {0}")]
     Corrupt(String),

@@ -15,7 +15,7 @@ pub mod metrics;
 #[cfg(feature = "testsuite")]
 pub mod testsuite;
 
-pub use dynamo::{DynamoConfig, DynamoStore};
+pub use dynamo::{DynamoConfig, DynamoStore, MAX_ITEM_BYTES, record_item_size};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 
@@ -49,6 +49,9 @@ pub enum PutOutcome {
 pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// One conditional write of `record`, judged at `now_ms` (for lease
     /// ownership). Answers only once the write is durable in this store.
+    /// A record whose DynamoDB item would be over [`MAX_ITEM_BYTES`] is
+    /// refused with [`StoreError::TooLarge`] by every store, before the
+    /// write rule is applied.
     async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError>;
 
     /// The stored record of `key`, if any (tombstones included).

@@ -39,6 +39,8 @@ impl MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
+        // Before anything else, as DynamoStore checks before any request.
+        crate::dynamo::check_record_size(record)?;
         let mut items = self.items()?;
         let stored = items.get(&record.key);
         match decide(stored, record, now_ms) {

@@ -9,8 +9,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
 
-use crate::{PutOutcome, Store};
-use mcs_core::fixtures::{mk_pool, mk_tombstone, pool};
+use crate::{MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size};
+use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool};
 use mcs_core::{Body, Record, Version};
 use std::sync::Arc;
 
@@ -35,6 +35,7 @@ macro_rules! store_conformance_suite {
             owner_fencing_until_the_lease_expires,
             a_withdrawal_fences_its_incarnation_in_storage,
             changed_since_returns_exactly_the_later_writes,
+            an_item_over_the_size_limit_is_refused_naming_its_field,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -212,6 +213,36 @@ pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store
         let want: Vec<u64> = (1..=6).map(|i| i * 1_000).filter(|t| *t > watermark).collect();
         assert_eq!(got, want, "watermark {watermark}");
     }
+}
+
+/// An export of `n` copies of one endpoint.
+fn export_of(n: usize) -> Record {
+    let mut spec = mk_export_spec(1_700_000_000, vec![]);
+    spec.endpoints = vec![spec.endpoints[0].clone(); n];
+    at(mk_export("c1", "big", 1, spec), 1_000)
+}
+
+/// A record whose item is at the size limit is stored; one endpoint more
+/// is refused with `TooLarge` naming `endpoints`, and nothing is written.
+pub async fn an_item_over_the_size_limit_is_refused_naming_its_field(store: Arc<dyn Store>) {
+    let one = record_item_size(&export_of(1)).unwrap();
+    let per_endpoint = record_item_size(&export_of(2)).unwrap() - one;
+    let fits = 1 + (MAX_ITEM_BYTES - one) / per_endpoint;
+    let largest = export_of(fits);
+    assert!(record_item_size(&largest).unwrap() <= MAX_ITEM_BYTES);
+    let over = export_of(fits + 1);
+    assert!(record_item_size(&over).unwrap() > MAX_ITEM_BYTES);
+
+    match store.put(&over, 1_000).await {
+        Err(StoreError::TooLarge { size, limit, field }) => {
+            assert_eq!((limit, field.as_deref()), (MAX_ITEM_BYTES, Some("endpoints")));
+            assert!(size > limit);
+        }
+        other => panic!("an oversized item: {other:?}"),
+    }
+    assert_eq!(store.get(&over.key).await.unwrap(), None, "nothing written");
+    assert_eq!(store.put(&largest, 1_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&largest.key).await.unwrap(), Some(largest));
 }
 
 /// The variable that names the DynamoDB API of the tests.

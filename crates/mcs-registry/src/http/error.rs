@@ -28,7 +28,8 @@ pub enum ApiError {
     MethodNotAllowed,
     /// `409` / `422` / `404` / `503` from the registrar.
     Write(WriteError),
-    /// `413`.
+    /// `413`: the body is over `--max-body-bytes` (a record whose stored
+    /// item would be over the storage limit is `Write(Store(TooLarge))`).
     TooLarge(String),
     /// `408`: the body did not arrive in time.
     Timeout,
@@ -117,6 +118,20 @@ impl IntoResponse for ApiError {
                     ErrorBody::new(ErrorCode::Internal, "internal error"),
                 )
             }
+            ApiError::Write(WriteError::Store(StoreError::TooLarge { size, limit, field })) => {
+                let mut body = ErrorBody::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!(
+                        "the stored item would be {size} bytes, over the storage limit of {limit}{}",
+                        field
+                            .as_deref()
+                            .map(|f| format!("; {f} is its largest part"))
+                            .unwrap_or_default()
+                    ),
+                );
+                body.field = field;
+                (StatusCode::PAYLOAD_TOO_LARGE, body)
+            }
             ApiError::Write(WriteError::Store(error)) => return store_error(error),
         };
         (status, axum::Json(body)).into_response()
@@ -124,7 +139,7 @@ impl IntoResponse for ApiError {
 }
 
 /// `503` with `Retry-After`: nothing was acknowledged, try again soon.
-fn unavailable(message: &str) -> Response {
+pub(crate) fn unavailable(message: &str) -> Response {
     let body = ErrorBody::new(ErrorCode::Unavailable, message);
     let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

@@ -1,6 +1,7 @@
 //! `GET` of the lists: strong `ETag` = fingerprint (suffixed `-incomplete`
 //! while the list is incomplete), `If-None-Match` → `304`, and
-//! `?watch=true&timeout_secs=N` long-polls until the `ETag` differs.
+//! `?watch=true&timeout_secs=N` long-polls until the `ETag` differs; at most
+//! `--max-watches` wait at once, one more is answered `503`.
 
 use super::AppState;
 use super::extract::ValidQuery;
@@ -10,8 +11,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcs_api::ListQuery;
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// Default long-poll length when `timeout_secs` is absent.
 const DEFAULT_WATCH: Duration = Duration::from_secs(30);
@@ -69,8 +72,10 @@ async fn list(
     let mut shutdown = state.shutdown.clone();
     let timeout =
         query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
-    let deadline = tokio::time::Instant::now() + timeout;
-    let _watching = query.watch.then(WatchGuard::new);
+    // `sleep` saturates a deadline past the clock's range (`Instant + timeout`
+    // would panic), whatever `max_watch` says.
+    let mut deadline = pin!(tokio::time::sleep(timeout));
+    let mut slot = None;
     loop {
         let rendered = state.view.render(section);
         if !known.iter().any(|etag| etag == "*" || *etag == rendered.etag) {
@@ -79,9 +84,18 @@ async fn list(
         if !query.watch {
             return not_modified(&rendered);
         }
+        if slot.is_none() {
+            match WatchSlot::take(&state) {
+                Some(taken) => slot = Some(taken),
+                None => {
+                    metrics::counter!(m::HTTP_REFUSED, "reason" => "watches").increment(1);
+                    return super::unavailable("too many watches are waiting; retry later");
+                }
+            }
+        }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
-            _ = tokio::time::sleep_until(deadline) => return not_modified(&rendered),
+            _ = &mut deadline => return not_modified(&rendered),
             _ = crate::server::stopped(&mut shutdown) => return not_modified(&rendered),
         }
     }
@@ -126,17 +140,22 @@ fn not_modified(rendered: &Rendered) -> Response {
     (StatusCode::NOT_MODIFIED, [(header::ETAG, etag(rendered))]).into_response()
 }
 
-/// Counts a waiting long-poll for as long as it waits.
-struct WatchGuard;
+/// A slot of `--max-watches`, held (and counted in `mcs_http_watchers`)
+/// while a long-poll waits.
+struct WatchSlot {
+    _permit: OwnedSemaphorePermit,
+}
 
-impl WatchGuard {
-    fn new() -> Self {
+impl WatchSlot {
+    /// A slot, or `None` when every slot is taken.
+    fn take(state: &AppState) -> Option<Self> {
+        let permit = state.watch_slots.clone().try_acquire_owned().ok()?;
         metrics::gauge!(m::WATCHERS).increment(1.0);
-        WatchGuard
+        Some(WatchSlot { _permit: permit })
     }
 }
 
-impl Drop for WatchGuard {
+impl Drop for WatchSlot {
     fn drop(&mut self) {
         metrics::gauge!(m::WATCHERS).decrement(1.0);
     }

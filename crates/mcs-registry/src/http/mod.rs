@@ -9,6 +9,7 @@ mod openapi;
 mod writes;
 
 pub use error::ApiError;
+pub(crate) use error::unavailable;
 
 use crate::live::LiveView;
 use crate::metrics as m;
@@ -22,7 +23,7 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 /// What every handler shares.
 #[derive(Debug)]
@@ -33,6 +34,8 @@ pub struct AppState {
     pub registrar: Arc<Registrar>,
     /// Longest long-poll.
     pub max_watch: Duration,
+    /// One permit per long-poll that may wait at once (`--max-watches`).
+    pub watch_slots: Arc<Semaphore>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
     /// Bound on reading a request body.

@@ -136,7 +136,7 @@ fn error(description: &str) -> ApiResponse {
 fn unavailable(description: &str) -> ApiResponse {
     let retry = HeaderBuilder::new()
         .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)))
-        .description(Some("seconds to wait before retrying, when storage is unavailable"))
+        .description(Some("seconds to wait before retrying"))
         .build();
     ResponseBuilder::new()
         .description(description)
@@ -178,7 +178,12 @@ fn list(schema: &str, id: &str) -> OperationBuilder {
                 .header("ETag", etag()),
         )
         .response("422", error("a query parameter is invalid"))
-        .response("503", unavailable("too many watches are waiting; retry later"))
+        .response(
+            "503",
+            unavailable(
+                "too many watches are waiting, or too many connections are open; retry later",
+            ),
+        )
 }
 
 /// Path parameters of `path`, each with the schema of its mcs-api type.
@@ -220,7 +225,8 @@ fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuil
         .response(
             "503",
             unavailable(
-                "storage is unavailable, or the registry has not finished its first full read",
+                "storage is unavailable, the registry has not finished its first full read, \
+                 or too many connections are open",
             ),
         );
     match body {
@@ -233,7 +239,13 @@ fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuil
                         .build(),
                 ))
                 .response("408", error("the request body did not arrive in time"))
-                .response("413", error("the request body is over the size limit"));
+                .response(
+                    "413",
+                    error(
+                        "the request body is over the size limit, or the record's stored item \
+                         would be over the storage item limit (`field` names its largest part)",
+                    ),
+                );
         }
         None => {
             op = op
@@ -253,14 +265,25 @@ fn status_object(properties: &[(&str, Type)]) -> ObjectBuilder {
     object
 }
 
+/// `503` past `--max-connections`, which any route may answer.
+fn too_many_connections() -> ApiResponse {
+    unavailable("too many connections are open; retry later")
+}
+
 fn healthz() -> OperationBuilder {
-    OperationBuilder::new().operation_id(Some("healthz")).tag("health").response(
-        "200",
-        ResponseBuilder::new().description("the process runs").content(
-            "application/json",
-            ContentBuilder::new().schema(Some(status_object(&[("status", Type::String)]))).build(),
-        ),
-    )
+    OperationBuilder::new()
+        .operation_id(Some("healthz"))
+        .tag("health")
+        .response(
+            "200",
+            ResponseBuilder::new().description("the process runs").content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(status_object(&[("status", Type::String)])))
+                    .build(),
+            ),
+        )
+        .response("503", too_many_connections())
 }
 
 fn readyz() -> OperationBuilder {
@@ -274,19 +297,26 @@ fn readyz() -> OperationBuilder {
                 .description("the first full read of storage succeeded")
                 .content("application/json", ContentBuilder::new().schema(Some(ready)).build()),
         )
-        .response("503", error("the first full read of storage has not succeeded yet"))
+        .response(
+            "503",
+            error("the first full read of storage has not succeeded yet, or too many connections are open"),
+        )
 }
 
 fn openapi() -> OperationBuilder {
-    OperationBuilder::new().operation_id(Some("openapi")).tag("health").response(
-        "200",
-        ResponseBuilder::new().description("this document").content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(ObjectBuilder::new().schema_type(Type::Object)))
-                .build(),
-        ),
-    )
+    OperationBuilder::new()
+        .operation_id(Some("openapi"))
+        .tag("health")
+        .response(
+            "200",
+            ResponseBuilder::new().description("this document").content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::Object)))
+                    .build(),
+            ),
+        )
+        .response("503", too_many_connections())
 }
 
 #[cfg(test)]

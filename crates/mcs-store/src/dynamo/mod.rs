@@ -11,7 +11,8 @@
 //!
 //! Files: `item` owns the item layout, `condition` the write rule as a
 //! condition expression, `store` the [`Store`](crate::Store) impl, `migrate`
-//! the table's migrations, `errors` the mapping of SDK errors to
+//! the table's migrations, `size` the item size limit every store
+//! enforces, `errors` the mapping of SDK errors to
 //! [`StoreError`] kinds, [`raw`] item-level access for tools (mcs-admin).
 
 mod condition;
@@ -19,10 +20,13 @@ mod errors;
 mod item;
 mod migrate;
 pub mod raw;
+mod size;
 mod store;
 
 pub use item::{PAYLOAD_VERSION, SHARDS};
 pub use migrate::{AppliedMigration, MigrationReport, SCHEMA_VERSION, migrate};
+pub(crate) use size::check_record_size;
+pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
 
 use crate::StoreError;
 use aws_config::{BehaviorVersion, Region, SdkConfig};

@@ -84,6 +84,7 @@ impl DynamoStore {
 impl Store for DynamoStore {
     async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
         const OP: &str = "put";
+        super::check_record_size(record)?;
         let item = item::encode(record, &self.origin, self.retention_ms)?;
         let condition = condition::for_write(record, now_ms);
         let started = Instant::now();
