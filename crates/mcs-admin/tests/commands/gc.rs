@@ -8,6 +8,11 @@ use crate::support::{
 use mcs_core::Record;
 use std::collections::BTreeSet;
 
+fn written_at(mut record: Record, changed_at_ms: u64) -> Record {
+    record.changed_at_ms = changed_at_ms;
+    record
+}
+
 fn keys(dump: &str) -> BTreeSet<String> {
     dump.lines().map(|l| serde_json::from_str::<Record>(l).unwrap().key.to_string()).collect()
 }
@@ -23,8 +28,12 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         withdrawn_pool("buried", 3 * DAY),
         withdrawn_pool("fresh", 36 * 60 * MINUTE),
         cluster_record("gone", now - 3 * DAY),
-        // Lives on its cluster's lease, has no expiry of its own: kept.
+        // Lives on its cluster's lease: goes a retention after the later
+        // of that lease's end and its own last write.
+        written_at(export_record("gone", "api", 80, 1_700_000_000), now - 4 * DAY),
         export_record("gone", "web", 80, 1_700_000_000),
+        cluster_record("up", now + 10 * MINUTE),
+        written_at(export_record("up", "web", 80, 1_700_000_000), now - 30 * DAY),
     ])
     .await;
     let before = t.admin(&["dump"]).expect(0).stdout;
@@ -32,6 +41,7 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         format!("pool/{}", pool_id("old")),
         format!("pool/{}", pool_id("buried")),
         "cluster/gone".to_owned(),
+        "export/gone/llm/api".to_owned(),
     ]
     .into();
 
@@ -50,7 +60,7 @@ async fn gc_deletes_only_what_is_past_the_retention() {
     let table = t.admin(&["gc", "--dry-run"]).expect(0).stdout;
     assert!(
         table.ends_with(&format!(
-            "dry run: would delete 3 items of us-east-1 in {} past the retention (172800s); \
+            "dry run: would delete 4 items of us-east-1 in {} past the retention (172800s); \
              deleted nothing\nleft 0 items of other regions alone\n",
             t.table
         )),
@@ -60,7 +70,7 @@ async fn gc_deletes_only_what_is_past_the_retention() {
     let run = t.admin(&["gc", "--retention-secs", "172800"]).expect(0);
     assert!(
         run.stdout.ends_with(&format!(
-            "deleted 3 items of us-east-1 in {} past the retention (172800s); kept 0 rewritten \
+            "deleted 4 items of us-east-1 in {} past the retention (172800s); kept 0 rewritten \
              meanwhile\nleft 0 items of other regions alone\n",
             t.table
         )),
@@ -72,11 +82,17 @@ async fn gc_deletes_only_what_is_past_the_retention() {
     assert_eq!(after, expected);
 
     // With the shortest retention allowed the recent ones go too; the live
-    // pool and the export stay.
+    // pool, the export written since its cluster ended and the export of
+    // the live cluster stay.
     t.admin(&["gc", "--retention-secs", "86402"]).expect(0);
     let left = keys(&t.admin(&["dump"]).expect(0).stdout);
-    let want: BTreeSet<String> =
-        [format!("pool/{}", pool_id("live")), "export/gone/llm/web".to_owned()].into();
+    let want: BTreeSet<String> = [
+        format!("pool/{}", pool_id("live")),
+        "export/gone/llm/web".to_owned(),
+        "cluster/up".to_owned(),
+        "export/up/llm/web".to_owned(),
+    ]
+    .into();
     assert_eq!(left, want);
     let nothing = t.admin(&["gc", "--retention-secs", "86402", "-o", "json"]).expect(0).json();
     assert_eq!(nothing["items"], serde_json::json!([]));
