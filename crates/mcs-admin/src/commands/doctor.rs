@@ -76,6 +76,10 @@ impl Check {
 #[derive(Debug, Serialize)]
 struct Diagnosis {
     table: String,
+    /// The region of the replica checked.
+    region: String,
+    /// The endpoint override, if any.
+    endpoint: Option<String>,
     healthy: bool,
     checks: Vec<Check>,
 }
@@ -116,7 +120,13 @@ pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Resul
         now_ms: now,
     });
     let healthy = checks.iter().all(|c| c.status == Status::Ok);
-    let diagnosis = Diagnosis { table: location.describe(), healthy, checks };
+    let diagnosis = Diagnosis {
+        table: location.table,
+        region: store.origin().to_owned(),
+        endpoint: location.endpoint,
+        healthy,
+        checks,
+    };
     output::print(&render(&diagnosis, global.output)?)?;
     Ok(if healthy { Exit::Ok } else { Exit::Problem })
 }
@@ -667,6 +677,8 @@ mod tests {
     fn the_report_lists_named_items_under_the_table() {
         let d = Diagnosis {
             table: "t".into(),
+            region: "us-east-1".into(),
+            endpoint: None,
             healthy: false,
             checks: vec![
                 Check::ok("schema", "version 1"),
@@ -686,5 +698,9 @@ mod tests {
             serde_json::from_str(&render(&d, Format::Json).unwrap()).unwrap();
         assert_eq!(json["checks"][1]["status"], "problem");
         assert_eq!(json["healthy"], false);
+        assert_eq!(
+            (json["table"].as_str(), json["region"].as_str()),
+            (Some("t"), Some("us-east-1"))
+        );
     }
 }

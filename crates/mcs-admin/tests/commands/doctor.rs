@@ -67,6 +67,10 @@ async fn an_export_without_a_live_cluster_is_named() {
     assert!(run.stdout.ends_with("problems found\n"), "{}", run.stdout);
     let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
     assert_eq!(json["healthy"], false);
+    // Issue 14, defect 9: table and region were one string.
+    assert_eq!(json["table"], t.table.as_str());
+    assert_eq!(json["region"], "us-east-1");
+    assert_eq!(json["endpoint"], t.endpoint.as_str());
     let problems: Vec<&str> = json["checks"]
         .as_array()
         .unwrap()

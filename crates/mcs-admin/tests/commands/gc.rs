@@ -2,8 +2,8 @@
 //! retention, and only the items of its own region.
 
 use crate::support::{
-    DAY, Fixture, MINUTE, cluster_record, expired_pool, export_record, live_pool, now_ms, pool_id,
-    withdrawn_pool,
+    DAY, Fixture, MINUTE, cluster_record, dump_records, expired_pool, export_record, live_pool,
+    now_ms, pool_id, withdrawn_pool,
 };
 use mcs_core::Record;
 use std::collections::BTreeSet;
@@ -14,7 +14,7 @@ fn written_at(mut record: Record, changed_at_ms: u64) -> Record {
 }
 
 fn keys(dump: &str) -> BTreeSet<String> {
-    dump.lines().map(|l| serde_json::from_str::<Record>(l).unwrap().key.to_string()).collect()
+    dump_records(dump).iter().map(|r| r.key.to_string()).collect()
 }
 
 #[tokio::test]
@@ -36,7 +36,7 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         written_at(export_record("up", "web", 80, 1_700_000_000), now - 30 * DAY),
     ])
     .await;
-    let before = t.admin(&["dump"]).expect(0).stdout;
+    let before = dump_records(&t.admin(&["dump"]).expect(0).stdout);
     let doomed: BTreeSet<String> = [
         format!("pool/{}", pool_id("old")),
         format!("pool/{}", pool_id("buried")),
@@ -56,7 +56,11 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         .collect();
     assert_eq!(listed, doomed);
     assert!(dry["items"].as_array().unwrap().iter().all(|i| i["outcome"] == "would_delete"));
-    assert_eq!(t.admin(&["dump"]).expect(0).stdout, before, "a dry run deletes nothing");
+    assert_eq!(
+        dump_records(&t.admin(&["dump"]).expect(0).stdout),
+        before,
+        "a dry run deletes nothing"
+    );
     let table = t.admin(&["gc", "--dry-run"]).expect(0).stdout;
     assert!(
         table.ends_with(&format!(
@@ -78,7 +82,8 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         run.stdout
     );
     let after = keys(&t.admin(&["dump"]).expect(0).stdout);
-    let expected: BTreeSet<String> = keys(&before).difference(&doomed).cloned().collect();
+    let before: BTreeSet<String> = before.iter().map(|r| r.key.to_string()).collect();
+    let expected: BTreeSet<String> = before.difference(&doomed).cloned().collect();
     assert_eq!(after, expected);
 
     // With the shortest retention allowed the recent ones go too; the live
@@ -102,7 +107,8 @@ async fn gc_deletes_only_what_is_past_the_retention() {
 async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
     let Some(t) = Fixture::new("gc-short").await else { return };
     t.put(&[withdrawn_pool("buried", 3 * DAY)]).await;
-    let before = t.admin(&["dump"]).expect(0).stdout;
+    let dump = t.admin(&["dump"]).expect(0).stdout;
+    let before = dump_records(&dump);
     for args in [
         &["gc", "--retention-secs", "86401"][..],
         &["gc", "--retention-secs", "86402", "--skew-allowance-ms", "1500"],
@@ -110,7 +116,7 @@ async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
         &["doctor", "--retention-secs", "3600"],
         &["restore", "-", "--retention-secs", "86400"],
     ] {
-        let run = t.admin_with_stdin(args, &before).expect(2);
+        let run = t.admin_with_stdin(args, &dump).expect(2);
         assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
         assert!(
             run.stderr.contains("is below the minimum of 8640")
@@ -119,7 +125,7 @@ async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
             run.stderr
         );
     }
-    assert_eq!(t.admin(&["dump"]).expect(0).stdout, before, "nothing deleted");
+    assert_eq!(dump_records(&t.admin(&["dump"]).expect(0).stdout), before, "nothing deleted");
 }
 
 /// gc in one region deleted the other regions' items through its own
