@@ -245,7 +245,9 @@ pub struct RestoreArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// How long past its `ttl` an item may still be present before it is a
-    /// problem (DynamoDB deletes expired items within about two days).
+    /// problem (DynamoDB deletes expired items within about two days); and
+    /// an orphaned export past the retention, before gc not having
+    /// collected it is one.
     #[arg(long, env = "MCS_TTL_GRACE_SECS", default_value_t = 172_800)]
     pub ttl_grace_secs: u64,
 

@@ -8,7 +8,7 @@
 //! | stream | the stream is off or not `NEW_AND_OLD_IMAGES` (global tables need both images) |
 //! | changes index | the `changes` index is missing or not `ACTIVE` |
 //! | unreadable items | an item cannot be decoded by this binary |
-//! | orphaned exports | an export's cluster holds no live lease |
+//! | orphaned exports | an export's cluster's lease ended without a withdrawal, or the export is past the retention by more than `--ttl-grace-secs` and gc has not collected it |
 //! | conflicts | a served export reports `Conflict=True` |
 //! | clock skew | a record was written (`changed_at_ms`) further in the future than the skew allowance, or holds a lease longer than any the registry grants |
 //! | ttl backlog | an item is still present more than `--ttl-grace-secs` past its `ttl` |
