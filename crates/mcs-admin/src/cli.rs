@@ -78,33 +78,58 @@ pub enum Command {
     /// One record: as merged from its items (one per writing region), and
     /// each item's raw attributes.
     Get(GetArgs),
-    /// Every record (merged per key) as JSON lines on stdout, for restore.
+    /// Every record (merged per key) as JSON lines on stdout, between a
+    /// header line and a trailer with the record count, for restore. Only
+    /// JSON: `-o yaml` and `-o wide` are refused.
     Dump,
     /// Write records from a dump; never overwrites a newer item, skips
     /// records older than the retention unless --force.
     Restore(RestoreArgs),
     /// Check the table's health; exit 1 when a problem is found.
     Doctor(DoctorArgs),
-    /// Delete this region's items of tombstones and expired records past the
-    /// retention; other regions' items are left to gc in their region.
+    /// Delete this region's items of tombstones, expired records and exports
+    /// of clusters gone past the retention; other regions' items are left to
+    /// gc in their region.
     Gc(GcArgs),
     /// Compare what two replicas serve, section by section; exit 1 when they
     /// differ.
     Diff(DiffArgs),
 }
 
+impl Command {
+    /// The subcommand's name, as on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Migrate => "migrate",
+            Command::Describe => "describe",
+            Command::Ls(_) => "ls",
+            Command::Get(_) => "get",
+            Command::Dump => "dump",
+            Command::Restore(_) => "restore",
+            Command::Doctor(_) => "doctor",
+            Command::Gc(_) => "gc",
+            Command::Diff(_) => "diff",
+        }
+    }
+}
+
 /// A served list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SectionName {
     /// `GET /v1/pools`.
+    #[value(alias = "pool")]
     Pools,
     /// `GET /v1/routers`.
+    #[value(alias = "router")]
     Routers,
     /// `GET /v1/clusters`.
+    #[value(alias = "cluster")]
     Clusters,
     /// `GET /v1/exports`.
+    #[value(alias = "export")]
     Exports,
     /// `GET /v1/imports` (derived from live exports; no records of its own).
+    #[value(alias = "import")]
     Imports,
 }
 
@@ -133,12 +158,12 @@ impl SectionName {
 /// `ls`.
 #[derive(Debug, Clone, Args)]
 pub struct LsArgs {
-    /// Which list.
+    /// Which list (singular or plural: `pools` or `pool`).
     #[arg(value_enum)]
     pub section: SectionName,
 
     /// Also list expired records and tombstones, with the reason each is or
-    /// is not served.
+    /// is not served (`-o wide` adds each one's version).
     #[arg(long)]
     pub all: bool,
 }
@@ -147,12 +172,16 @@ pub struct LsArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RecordKind {
     /// KEY: pool_id, or cluster_id/namespace/dgd_name.
+    #[value(alias = "pools")]
     Pool,
     /// KEY: router_id.
+    #[value(alias = "routers")]
     Router,
     /// KEY: cluster_id.
+    #[value(alias = "clusters")]
     Cluster,
     /// KEY: cluster_id/namespace/name.
+    #[value(alias = "exports")]
     Export,
 }
 
@@ -177,7 +206,7 @@ impl std::fmt::Display for RecordKind {
 /// `get`.
 #[derive(Debug, Clone, Args)]
 pub struct GetArgs {
-    /// The record's kind.
+    /// The record's kind (singular or plural: `pool` or `pools`).
     #[arg(value_enum)]
     pub kind: RecordKind,
 
@@ -198,6 +227,12 @@ pub struct RestoreArgs {
     #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
     pub retention_secs: u64,
 
+    /// Accept a dump without the header line and record count (written by
+    /// an mcs-admin before they existed): a truncated one then restores
+    /// what it holds, undetected.
+    #[arg(long)]
+    pub allow_headerless: bool,
+
     /// Also restore records older than the retention (last written, for a
     /// lease or a tombstone; last known current, for an export): their newer
     /// tombstones may have been collected already, so they may bring back
@@ -210,7 +245,9 @@ pub struct RestoreArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// How long past its `ttl` an item may still be present before it is a
-    /// problem (DynamoDB deletes expired items within about two days).
+    /// problem (DynamoDB deletes expired items within about two days); and
+    /// an orphaned export past the retention, before gc not having
+    /// collected it is one.
     #[arg(long, env = "MCS_TTL_GRACE_SECS", default_value_t = 172_800)]
     pub ttl_grace_secs: u64,
 
@@ -269,6 +306,46 @@ mod tests {
             assert_eq!(cli.global.table.as_deref(), Some("t"));
             assert_eq!(cli.global.output, Format::Json);
             assert!(matches!(cli.command, Command::Migrate));
+        }
+    }
+
+    #[test]
+    fn kinds_and_sections_are_singular_or_plural() {
+        for (argv, want) in [
+            (&["mcs-admin", "ls", "pool"][..], SectionName::Pools),
+            (&["mcs-admin", "ls", "pools"], SectionName::Pools),
+            (&["mcs-admin", "ls", "export"], SectionName::Exports),
+        ] {
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Ls(args) => assert_eq!(args.section, want, "{argv:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        for (argv, want) in [
+            (&["mcs-admin", "get", "pools", "k"][..], RecordKind::Pool),
+            (&["mcs-admin", "get", "pool", "k"], RecordKind::Pool),
+            (&["mcs-admin", "get", "clusters", "k"], RecordKind::Cluster),
+        ] {
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Get(args) => assert_eq!(args.kind, want, "{argv:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_command_names_itself_as_clap_does() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            let argv: Vec<&str> = match sub.get_name() {
+                "ls" => vec!["mcs-admin", "ls", "pools"],
+                "get" => vec!["mcs-admin", "get", "pool", "k"],
+                "restore" => vec!["mcs-admin", "restore", "-"],
+                "diff" => vec!["mcs-admin", "diff", "--other-region", "r"],
+                name => vec!["mcs-admin", name],
+            };
+            let parsed = Cli::try_parse_from(&argv).unwrap();
+            assert_eq!(parsed.command.name(), sub.get_name());
         }
     }
 

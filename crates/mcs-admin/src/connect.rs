@@ -9,8 +9,9 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use mcs_store::{DynamoConfig, DynamoStore, StoreError};
 use std::time::Duration;
 
-/// Where a table is: name, region and endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a table is: name, region and endpoint (each its own field in
+/// JSON and YAML).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Location {
     /// The table's name.
     pub table: String,

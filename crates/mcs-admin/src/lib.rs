@@ -75,10 +75,23 @@ impl std::error::Error for UsageError {}
 
 /// Runs the command `cli` names.
 pub async fn run(cli: Cli) -> Result<Exit, Failure> {
+    let name = cli.command.name();
     commands::dispatch(cli).await.map_err(|error| match error.downcast::<UsageError>() {
-        Ok(usage) => Failure::Usage(Cli::command().error(usage.kind, usage.message)),
+        Ok(usage) => Failure::Usage(usage_error(name, usage)),
         Err(error) => Failure::Failed(error),
     })
+}
+
+/// `usage` as clap's error of the subcommand `name`, so that it prints that
+/// subcommand's usage (`Usage: mcs-admin get <KIND> <KEY>`), as clap's own
+/// errors from the subcommand's arguments do.
+fn usage_error(name: &str, usage: UsageError) -> clap::Error {
+    let mut command = Cli::command();
+    command.build();
+    match command.find_subcommand_mut(name) {
+        Some(sub) => sub.error(usage.kind, usage.message),
+        None => command.error(usage.kind, usage.message),
+    }
 }
 
 /// The wall clock in epoch milliseconds, as the registry reads it.
@@ -87,4 +100,18 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_error_shows_its_subcommand_usage() {
+        let error = usage_error("get", UsageError::invalid("invalid pool key"));
+        let text = error.render().to_string();
+        assert!(text.contains("Usage: mcs-admin get [OPTIONS] <KIND> <KEY>"), "{text}");
+        assert!(text.contains("invalid pool key"), "{text}");
+        assert_eq!(error.exit_code(), 2);
+    }
 }

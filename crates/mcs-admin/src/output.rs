@@ -14,8 +14,11 @@ use std::io::Write;
 /// Output format (`-o`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Aligned columns.
+    /// Aligned columns, kept narrow.
     Table,
+    /// Aligned columns with the long ones too (`ls --all`: each record's
+    /// version); elsewhere the same as `table`.
+    Wide,
     /// Compact JSON, one document.
     Json,
     /// YAML.
@@ -34,14 +37,14 @@ pub fn yaml<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<String> {
     Ok(serde_norway::to_string(value)?)
 }
 
-/// `value` in a structured format; `None` for [`Format::Table`], which each
-/// command renders itself.
+/// `value` in a structured format; `None` for [`Format::Table`] and
+/// [`Format::Wide`], which each command renders itself.
 pub fn structured<T: Serialize + ?Sized>(
     format: Format,
     value: &T,
 ) -> anyhow::Result<Option<String>> {
     match format {
-        Format::Table => Ok(None),
+        Format::Table | Format::Wide => Ok(None),
         Format::Json => json(value).map(Some),
         Format::Yaml => yaml(value).map(Some),
     }
@@ -254,6 +257,7 @@ mod tests {
     #[test]
     fn structured_formats() {
         assert_eq!(structured(Format::Table, &[1]).unwrap(), None);
+        assert_eq!(structured(Format::Wide, &[1]).unwrap(), None);
         assert_eq!(structured(Format::Json, &[1, 2]).unwrap().unwrap(), "[1,2]\n");
         assert_eq!(structured(Format::Yaml, &[1, 2]).unwrap().unwrap(), "- 1\n- 2\n");
     }

@@ -31,12 +31,15 @@ impl Validate for ListQuery {
 }
 
 /// `DELETE` of a record: `?incarnation=..&generation=..`, both optional. A
-/// holder of a lease names itself to pass the ownership check; a writer that
-/// orders its own intents names the generation of the withdrawal.
+/// holder of a lease names itself to pass the ownership check (for an
+/// export, the holder of its cluster's lease, while that lease is live); a
+/// writer that orders its own intents names the generation of the
+/// withdrawal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct Withdrawal {
-    /// The withdrawing incarnation.
+    /// The withdrawing incarnation; for an export, that of its cluster's
+    /// lease holder while the lease is live.
     #[serde(default)]
     pub incarnation: Option<Incarnation>,
     /// The withdrawal's generation; needs `incarnation`.

@@ -171,6 +171,28 @@ impl Record {
         self.lease_until_ms
     }
 
+    /// When the record has no more use, as [`expires_at_ms`](Self::expires_at_ms),
+    /// but for an export (not withdrawn) derived from `cluster`, the merged
+    /// record of its cluster: an export lives on its cluster's lease, so it
+    /// is of no use once that lease has ended or the cluster was withdrawn.
+    /// It is the later of the cluster's expiry (its lease's end, or its
+    /// withdrawal) and the export's own last write (an export may be written
+    /// while its cluster holds no lease); with no cluster record at all,
+    /// the export's last write. `None` while the cluster's record has no
+    /// expiry.
+    ///
+    /// No stored `ttl` can say this: a cluster renews its lease by writing
+    /// its own item only, never its exports'. So gc computes it.
+    pub fn expires_at_ms_on(&self, cluster: Option<&Record>) -> Option<u64> {
+        if self.key.kind() != Kind::Export || self.is_tombstone() {
+            return self.expires_at_ms();
+        }
+        match cluster {
+            None => Some(self.changed_at_ms),
+            Some(cluster) => cluster.expires_at_ms().map(|at| at.max(self.changed_at_ms)),
+        }
+    }
+
     /// Digest of what a renewal must not change: the payload and the owner.
     /// Equal `(version, content_digest)` means an idempotent retry or a
     /// heartbeat.
@@ -196,5 +218,31 @@ impl Record {
             }
             std::cmp::Ordering::Less => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
+
+    #[test]
+    fn an_export_expires_with_its_cluster() {
+        let mut export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
+        export.changed_at_ms = 100;
+        let leased = mk_cluster("c1", 1, "ctl", 500);
+        assert_eq!(export.expires_at_ms(), None, "no expiry of its own");
+        assert_eq!(export.expires_at_ms_on(Some(&leased)), Some(500), "the lease's end");
+        assert_eq!(export.expires_at_ms_on(None), Some(100), "no cluster: its own write");
+        let mut withdrawn = mk_tombstone("c1", 2, "w");
+        withdrawn.key = leased.key.clone();
+        withdrawn.changed_at_ms = 50;
+        assert_eq!(export.expires_at_ms_on(Some(&withdrawn)), Some(100), "written after it");
+        withdrawn.changed_at_ms = 300;
+        assert_eq!(export.expires_at_ms_on(Some(&withdrawn)), Some(300), "the withdrawal");
+        let mut gone = export.clone();
+        gone.body = crate::Body::Tombstone;
+        assert_eq!(gone.expires_at_ms_on(Some(&leased)), Some(100), "a tombstone's own write");
+        let pool = mk_pool("p", 1, "w", None, Some(700));
+        assert_eq!(pool.expires_at_ms_on(Some(&leased)), Some(700), "others: their own");
     }
 }

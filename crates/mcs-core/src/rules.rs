@@ -40,12 +40,8 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
     let Some(stored) = stored else {
         return WriteDecision::Apply;
     };
-    if let (Some(owner), Some(until_ms)) = (&stored.owner, stored.lease_until_ms)
-        && !stored.is_tombstone()
-        && until_ms > now_ms
-        && new.owner.as_ref() != Some(owner)
-    {
-        return WriteDecision::Owned { owner: owner.clone(), until_ms };
+    if let Some(owned) = owned_by_another(stored, new.owner.as_deref(), now_ms) {
+        return owned;
     }
     if let Some(tombstone) = fenced_by_withdrawal(Some(stored), new) {
         return WriteDecision::Stale { stored: tombstone.clone() };
@@ -57,6 +53,39 @@ pub fn decide(stored: Option<&Record>, new: &Record, now_ms: u64) -> WriteDecisi
         }
         _ => WriteDecision::Stale { stored: stored.version.clone() },
     }
+}
+
+/// `Owned` when `held` is a live lease (not a tombstone, its end after
+/// `now_ms`) held by an incarnation other than `incarnation` (or when none
+/// is sent): only its holder may write over it before it ends.
+fn owned_by_another(
+    held: &Record,
+    incarnation: Option<&str>,
+    now_ms: u64,
+) -> Option<WriteDecision> {
+    let (Some(owner), Some(until_ms)) = (&held.owner, held.lease_until_ms) else {
+        return None;
+    };
+    (!held.is_tombstone() && until_ms > now_ms && incarnation != Some(owner.as_str()))
+        .then(|| WriteDecision::Owned { owner: owner.clone(), until_ms })
+}
+
+/// `Owned` when a withdrawal of an export by `incarnation` (`None` when the
+/// request named none) must be refused: an export lives on its cluster's
+/// lease, so while `cluster` (the merged record of the export's cluster)
+/// holds a live lease, only the incarnation holding it may withdraw the
+/// cluster's exports. Once the lease has ended or the cluster was
+/// withdrawn, anyone may (to clean up what a removed cluster left).
+///
+/// Exports carry no lease of their own, so [`decide`] on the export's key
+/// alone never refuses one as owned; the registrar applies this against its
+/// merged view before the conditional write (`write::plan_withdrawal`).
+pub fn export_withdrawal_owned(
+    cluster: Option<&Record>,
+    incarnation: Option<&str>,
+    now_ms: u64,
+) -> Option<WriteDecision> {
+    owned_by_another(cluster?, incarnation, now_ms)
 }
 
 /// Whether `record`'s generation was chosen by its owner, a client that
@@ -220,6 +249,28 @@ mod tests {
         let mut t = mk_tombstone(id, generation, writer);
         t.owner = Some(owner.into());
         t
+    }
+
+    #[test]
+    fn only_the_holder_of_the_cluster_lease_withdraws_its_exports() {
+        use crate::fixtures::mk_cluster;
+        let now = 10_000;
+        let live = mk_cluster("c1", 5, "ctl-1", now + 1);
+        let owned = Some(WriteDecision::Owned { owner: "ctl-1".into(), until_ms: now + 1 });
+        assert_eq!(export_withdrawal_owned(Some(&live), None, now), owned, "no incarnation");
+        assert_eq!(export_withdrawal_owned(Some(&live), Some("ctl-2"), now), owned, "another");
+        assert_eq!(export_withdrawal_owned(Some(&live), Some("ctl-1"), now), None, "the holder");
+        let ended = mk_cluster("c1", 5, "ctl-1", now);
+        assert_eq!(export_withdrawal_owned(Some(&ended), None, now), None, "lease ended");
+        let mut withdrawn = mk_tombstone("c1", 6, "r1");
+        withdrawn.key = live.key.clone();
+        withdrawn.owner = Some("ctl-1".into());
+        withdrawn.lease_until_ms = Some(now + 1);
+        assert_eq!(export_withdrawal_owned(Some(&withdrawn), None, now), None, "withdrawn");
+        assert_eq!(export_withdrawal_owned(None, None, now), None, "no cluster record");
+        let mut leaderless = live.clone();
+        leaderless.owner = None;
+        assert_eq!(export_withdrawal_owned(Some(&leaderless), None, now), None);
     }
 
     #[test]

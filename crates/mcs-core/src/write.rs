@@ -13,7 +13,7 @@
 //! ```
 
 use crate::hlc::ClockError;
-use crate::rules::fenced_by_withdrawal;
+use crate::rules::{export_withdrawal_owned, fenced_by_withdrawal};
 use crate::{Body, Hlc, Key, Record, Version, WriteDecision};
 
 /// A write rule: what a write of `new` over `stored` does at `now_ms`
@@ -207,12 +207,18 @@ pub enum WithdrawalPlan {
     Write,
 }
 
-/// Plans a withdrawal of the key `held` describes; `generation` is the
-/// client's own, if it sent one.
+/// Plans a withdrawal by `incarnation` of the key `held` describes;
+/// `generation` is the client's own, if it sent one. For an export,
+/// `cluster` is the merged record of its cluster (`None` for other kinds):
+/// while that holds a live lease, only its holder may withdraw the export
+/// ([`export_withdrawal_owned`]).
 pub fn plan_withdrawal(
     held: Option<&Record>,
+    cluster: Option<&Record>,
+    incarnation: Option<&str>,
     generation: Option<u64>,
     ready: bool,
+    now_ms: u64,
 ) -> Result<WithdrawalPlan, Refusal> {
     if !ready {
         return Err(Refusal::NotReady);
@@ -222,7 +228,14 @@ pub fn plan_withdrawal(
         Some(record) if record.is_tombstone() && generation.is_none() => {
             WithdrawalPlan::Withdrawn(Box::new(record.clone()))
         }
-        Some(_) => WithdrawalPlan::Write,
+        Some(_) => {
+            if let Some(WriteDecision::Owned { owner, until_ms }) =
+                export_withdrawal_owned(cluster, incarnation, now_ms)
+            {
+                return Err(Refusal::Owned { owner, until_ms });
+            }
+            WithdrawalPlan::Write
+        }
     })
 }
 
@@ -230,7 +243,7 @@ pub fn plan_withdrawal(
 mod tests {
     use super::*;
     use crate::decide;
-    use crate::fixtures::{mk_pool, mk_tombstone};
+    use crate::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
     use crate::hlc::generation_at;
 
     const NOW: u64 = 1_767_225_600_000;
@@ -257,7 +270,10 @@ mod tests {
             &mut Hlc::default(),
         );
         assert_eq!(refused.unwrap_err(), Refusal::NotReady);
-        assert_eq!(plan_withdrawal(Some(&pool), None, false), Err(Refusal::NotReady));
+        assert_eq!(
+            plan_withdrawal(Some(&pool), None, None, None, false, NOW),
+            Err(Refusal::NotReady)
+        );
     }
 
     #[test]
@@ -377,12 +393,36 @@ mod tests {
     fn withdrawal_plans() {
         let live = mk_pool("a", 1, "w", None, None);
         let tomb = mk_tombstone("a", 2, "w");
-        assert_eq!(plan_withdrawal(None, None, true), Ok(WithdrawalPlan::NotFound));
-        assert_eq!(plan_withdrawal(Some(&live), None, true), Ok(WithdrawalPlan::Write));
+        let plan = |held, generation| plan_withdrawal(held, None, None, generation, true, NOW);
+        assert_eq!(plan(None, None), Ok(WithdrawalPlan::NotFound));
+        assert_eq!(plan(Some(&live), None), Ok(WithdrawalPlan::Write));
+        assert_eq!(plan(Some(&tomb), None), Ok(WithdrawalPlan::Withdrawn(Box::new(tomb.clone()))));
+        assert_eq!(plan(Some(&tomb), Some(3)), Ok(WithdrawalPlan::Write));
+    }
+
+    #[test]
+    fn an_export_is_withdrawn_only_by_the_holder_of_its_cluster_lease() {
+        let export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
+        let cluster = mk_cluster("c1", 3, "ctl-1", NOW + 1_000);
+        let plan = |incarnation, now| {
+            plan_withdrawal(Some(&export), Some(&cluster), incarnation, None, true, now)
+        };
+        let owned = Err(Refusal::Owned { owner: "ctl-1".into(), until_ms: NOW + 1_000 });
+        assert_eq!(plan(None, NOW), owned, "no incarnation while the lease is live");
+        assert_eq!(plan(Some("ctl-0"), NOW), owned, "another incarnation");
+        assert_eq!(plan(Some("ctl-1"), NOW), Ok(WithdrawalPlan::Write), "the holder");
+        assert_eq!(plan(None, NOW + 1_000), Ok(WithdrawalPlan::Write), "after the lease");
+        let mut withdrawn = mk_tombstone("c1", 4, "w");
+        withdrawn.key = cluster.key.clone();
+        let after_withdrawal =
+            plan_withdrawal(Some(&export), Some(&withdrawn), None, None, true, NOW);
+        assert_eq!(after_withdrawal, Ok(WithdrawalPlan::Write), "the cluster withdrew");
+        let mut gone = mk_tombstone("c1", 6, "w");
+        gone.key = export.key.clone();
         assert_eq!(
-            plan_withdrawal(Some(&tomb), None, true),
-            Ok(WithdrawalPlan::Withdrawn(Box::new(tomb.clone())))
+            plan_withdrawal(Some(&gone), Some(&cluster), None, None, true, NOW),
+            Ok(WithdrawalPlan::Withdrawn(Box::new(gone.clone()))),
+            "a repeated withdrawal changes nothing and is answered"
         );
-        assert_eq!(plan_withdrawal(Some(&tomb), Some(3), true), Ok(WithdrawalPlan::Write));
     }
 }

@@ -131,20 +131,39 @@ impl Registrar {
 
     /// Withdraws `key` with a tombstone. Unknown keys are `NotFound`; an
     /// already withdrawn key answers with its tombstone unless the client
-    /// orders a newer withdrawal itself.
+    /// orders a newer withdrawal itself. An export is withdrawn only by the
+    /// holder of its cluster's lease while that lease is live
+    /// ([`mcs_core::rules::export_withdrawal_owned`], judged on the view).
     pub async fn withdraw(
         &self,
         key: Key,
         incarnation: Option<Incarnation>,
         generation: Option<u64>,
     ) -> Result<Record, WriteError> {
-        let held = self.view.read().record(&key).cloned();
+        let (held, cluster) = {
+            let view = self.view.read();
+            let cluster = match &key {
+                Key::Export(export) => {
+                    view.record(&Key::Cluster { cluster_id: export.cluster_id.clone() }).cloned()
+                }
+                _ => None,
+            };
+            (view.record(&key).cloned(), cluster)
+        };
         let held = match held {
             Some(record) => Some(record),
             None if self.view.is_ready() => self.with_timeout(self.store.get(&key)).await?,
             None => None,
         };
-        match plan_withdrawal(held.as_ref(), generation, self.view.is_ready()) {
+        let plan = plan_withdrawal(
+            held.as_ref(),
+            cluster.as_ref(),
+            incarnation.as_ref().map(Incarnation::as_str),
+            generation,
+            self.view.is_ready(),
+            self.clock.now_ms(),
+        );
+        match plan {
             Ok(WithdrawalPlan::Write) => {}
             Ok(WithdrawalPlan::NotFound) => {
                 let result = Err(WriteError::NotFound(key.clone()));

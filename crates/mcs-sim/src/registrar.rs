@@ -365,7 +365,16 @@ impl Process {
     ) -> Written {
         let held =
             self.merged.get(&key).cloned().or_else(|| site.table.merged(&key, site.rules.merge));
-        match plan_withdrawal(held.as_ref(), generation, self.ready) {
+        // The simulation has no exports: no cluster lease to check.
+        let now = self.now(site.t);
+        match plan_withdrawal(
+            held.as_ref(),
+            None,
+            incarnation.as_deref(),
+            generation,
+            self.ready,
+            now,
+        ) {
             Ok(WithdrawalPlan::Write) => {}
             Ok(WithdrawalPlan::NotFound) => return Written::answer(Reply::NotFound),
             Ok(WithdrawalPlan::Withdrawn(record)) => {

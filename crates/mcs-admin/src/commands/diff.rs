@@ -33,8 +33,10 @@ pub(crate) struct SectionDiff {
 /// What `diff` prints.
 #[derive(Debug, Serialize)]
 struct Comparison {
-    here: String,
-    there: String,
+    /// This replica: `{table, region, endpoint}`.
+    here: Location,
+    /// The other replica.
+    there: Location,
     identical: bool,
     sections: Vec<SectionDiff>,
 }
@@ -57,8 +59,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<
     let b = view_of(there_records, global.skew_allowance_ms, now);
     let sections = compare(&a, &b);
     let identical = sections.iter().all(|s| s.identical);
-    let comparison =
-        Comparison { here: here.describe(), there: there.describe(), identical, sections };
+    let comparison = Comparison { here, there, identical, sections };
     output::print(&render(&comparison, global.output)?)?;
     Ok(if identical { Exit::Ok } else { Exit::Problem })
 }
@@ -140,8 +141,8 @@ fn render(c: &Comparison, format: Format) -> anyhow::Result<String> {
         let same = if s.identical { "yes" } else { "no" };
         sections.row([s.section, s.here_fingerprint.as_str(), s.there_fingerprint.as_str(), same]);
         for (list, what) in [
-            (&s.only_here, format!("only in {}", c.here)),
-            (&s.only_there, format!("only in {}", c.there)),
+            (&s.only_here, format!("only in {}", c.here.describe())),
+            (&s.only_there, format!("only in {}", c.there.describe())),
             (&s.different, "different content".to_owned()),
         ] {
             for key in list {
@@ -149,7 +150,7 @@ fn render(c: &Comparison, format: Format) -> anyhow::Result<String> {
             }
         }
     }
-    let mut text = format!("here:  {}\nthere: {}\n\n", c.here, c.there);
+    let mut text = format!("here:  {}\nthere: {}\n\n", c.here.describe(), c.there.describe());
     text.push_str(&sections.render());
     if !keys.is_empty() {
         text.push('\n');
@@ -215,8 +216,8 @@ mod tests {
         assert_eq!(pools.different, vec![pool_key("both").id().to_string()]);
         assert!(diffs[2].identical, "clusters are the same");
         let comparison = Comparison {
-            here: "t (us-east-1)".into(),
-            there: "t (eu-west-1)".into(),
+            here: Location { table: "t".into(), region: Some("us-east-1".into()), endpoint: None },
+            there: Location { table: "t".into(), region: Some("eu-west-1".into()), endpoint: None },
             identical: false,
             sections: diffs,
         };

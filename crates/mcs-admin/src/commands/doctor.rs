@@ -8,7 +8,7 @@
 //! | stream | the stream is off or not `NEW_AND_OLD_IMAGES` (global tables need both images) |
 //! | changes index | the `changes` index is missing or not `ACTIVE` |
 //! | unreadable items | an item cannot be decoded by this binary |
-//! | orphaned exports | an export's cluster holds no live lease |
+//! | orphaned exports | an export's cluster's lease ended without a withdrawal, or the export is past the retention by more than `--ttl-grace-secs` and gc has not collected it |
 //! | conflicts | a served export reports `Conflict=True` |
 //! | clock skew | a record was written (`changed_at_ms`) further in the future than the skew allowance, or holds a lease longer than any the registry grants |
 //! | ttl backlog | an item is still present more than `--ttl-grace-secs` past its `ttl` |
@@ -31,7 +31,7 @@ use crate::scan::{Scan, number_attribute, origin, scan};
 use crate::state::{Reason, reason_of};
 use mcs_api::ConditionStatus;
 use mcs_core::lease::MAX_LEASE_SECS;
-use mcs_core::{Body, Key, View};
+use mcs_core::{Body, Key, Record, View};
 use mcs_store::dynamo::SCHEMA_VERSION;
 use mcs_store::dynamo::raw::TTL;
 use serde::Serialize;
@@ -76,6 +76,10 @@ impl Check {
 #[derive(Debug, Serialize)]
 struct Diagnosis {
     table: String,
+    /// The region of the replica checked.
+    region: String,
+    /// The endpoint override, if any.
+    endpoint: Option<String>,
     healthy: bool,
     checks: Vec<Check>,
 }
@@ -116,7 +120,13 @@ pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Resul
         now_ms: now,
     });
     let healthy = checks.iter().all(|c| c.status == Status::Ok);
-    let diagnosis = Diagnosis { table: location.describe(), healthy, checks };
+    let diagnosis = Diagnosis {
+        table: location.table,
+        region: store.origin().to_owned(),
+        endpoint: location.endpoint,
+        healthy,
+        checks,
+    };
     output::print(&render(&diagnosis, global.output)?)?;
     Ok(if healthy { Exit::Ok } else { Exit::Problem })
 }
@@ -208,14 +218,24 @@ fn unreadable(scan: &Scan) -> Check {
     Check::of_items("unreadable items", items, "every item decodes", problem)
 }
 
+/// Exports whose cluster holds no live lease. They are not served, and gc
+/// collects them once their cluster has been gone for the retention
+/// ([`Record::expires_at_ms_on`]); a problem when their cluster's lease
+/// ended without a withdrawal (a cluster removed without withdrawing, or a
+/// controller down), or when they are past the retention by more than the
+/// grace and gc has not collected them. Exports of a cluster withdrawn
+/// within the retention are as expected: named, no problem.
 fn orphans(f: &Findings<'_>) -> Check {
-    let mut items = Vec::new();
+    const NAME: &str = "orphaned exports";
+    let mut problems = Vec::new();
+    let mut expected = Vec::new();
     for record in f.view.records() {
         let Key::Export(key) = &record.key else { continue };
         if reason_of(f.view, record, f.skew_ms, f.now_ms) != Reason::ClusterNotLive {
             continue;
         }
         let cluster = f.view.record(&Key::Cluster { cluster_id: key.cluster_id.clone() });
+        let withdrawn = cluster.is_some_and(Record::is_tombstone);
         let why = match cluster {
             None => "no cluster record".to_owned(),
             Some(c) if c.is_tombstone() => {
@@ -226,12 +246,52 @@ fn orphans(f: &Findings<'_>) -> Check {
                 None => "cluster holds no lease".to_owned(),
             },
         };
-        items.push(format!("{}: {why}", record.key));
+        let collectable =
+            record.expires_at_ms_on(cluster).map(|at| at.saturating_add(f.retention_ms));
+        match collectable {
+            Some(at) if at <= f.now_ms => {
+                let line = format!(
+                    "{}: {why}; past the retention {}: mcs-admin gc collects it",
+                    record.key,
+                    relative(at, f.now_ms)
+                );
+                if at.saturating_add(f.ttl_grace_ms) <= f.now_ms {
+                    problems.push(line);
+                } else {
+                    expected.push(line);
+                }
+            }
+            Some(at) => {
+                let line = format!(
+                    "{}: {why}; mcs-admin gc collects it {}",
+                    record.key,
+                    relative(at, f.now_ms)
+                );
+                if withdrawn { expected.push(line) } else { problems.push(line) }
+            }
+            None => problems.push(format!("{}: {why}", record.key)),
+        }
     }
-    items.sort();
-    let problem =
-        format!("{} whose cluster holds no live lease", count(items.len(), "export", "exports"));
-    Check::of_items("orphaned exports", items, "every export's cluster holds a live lease", problem)
+    problems.sort();
+    expected.sort();
+    if problems.is_empty() {
+        let detail = if expected.is_empty() {
+            "every export's cluster holds a live lease".to_owned()
+        } else {
+            format!(
+                "{} of withdrawn clusters (or just past the retention), not served, left for gc",
+                count(expected.len(), "export", "exports")
+            )
+        };
+        return Check { name: NAME, status: Status::Ok, detail, items: expected };
+    }
+    let detail = format!(
+        "{} whose cluster holds no live lease: withdraw the cluster if it is gone for good \
+         (DELETE /v1/clusters/ID), and run mcs-admin gc in every region",
+        count(problems.len(), "export", "exports")
+    );
+    problems.extend(expected);
+    Check { name: NAME, status: Status::Problem, detail, items: problems }
 }
 
 fn conflicts(view: &View) -> Check {
@@ -390,7 +450,6 @@ mod tests {
     use super::*;
     use crate::scan::view_of;
     use aws_sdk_dynamodb::types::AttributeValue;
-    use mcs_core::Record;
     use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, port};
     use mcs_store::dynamo::raw::Item;
 
@@ -503,7 +562,10 @@ mod tests {
             vec!["orphaned exports", "conflicts", "clock skew", "ttl backlog"]
         );
         let named = |name: &str| checks.iter().find(|c| c.name == name).unwrap().items.clone();
-        assert_eq!(named("orphaned exports"), vec!["export/c9/llm/api: no cluster record"]);
+        assert_eq!(
+            named("orphaned exports"),
+            vec!["export/c9/llm/api: no cluster record; mcs-admin gc collects it in 2d"]
+        );
         let conflicts = named("conflicts");
         assert_eq!(conflicts.len(), 2, "{conflicts:?}");
         assert!(conflicts[0].starts_with("export/c1/llm/web: PortConflict"), "{conflicts:?}");
@@ -513,6 +575,60 @@ mod tests {
         let backlog = named("ttl backlog");
         assert_eq!(backlog.len(), 1, "the one within the grace is not named: {backlog:?}");
         assert!(backlog[0].ends_with("(item of ?): ttl passed 2h ago"), "{backlog:?}");
+    }
+
+    #[test]
+    fn orphaned_exports_are_a_problem_until_gc_can_and_does_collect_them() {
+        const DAY: u64 = 86_400_000;
+        let spec = || mk_export_spec(0, vec![port("http", 80)]);
+        let withdrawn = |cluster: &str, ago| {
+            let mut t = at(mcs_core::fixtures::mk_tombstone("x", 1, "w"), NOW - ago);
+            t.key = Key::Cluster { cluster_id: mcs_core::fixtures::label(cluster) };
+            with_ttl(t, None)
+        };
+        // Withdrawn an hour ago: its exports are expected, left for gc.
+        let expected = vec![
+            withdrawn("gone", 3_600_000),
+            with_ttl(at(mk_export("gone", "web", 1, spec()), NOW - 5 * DAY), None),
+        ];
+        let checks = diagnose(expected.clone(), &healthy_facts(), Some(SCHEMA_VERSION));
+        let check = checks.iter().find(|c| c.name == "orphaned exports").unwrap();
+        assert_eq!(check.status, Status::Ok, "{check:?}");
+        assert_eq!(
+            check.items,
+            vec!["export/gone/llm/web: cluster withdrawn 60m ago; mcs-admin gc collects it in 47h"]
+        );
+        // Withdrawn past the retention, within the grace: still no problem.
+        let due = vec![
+            withdrawn("due", 2 * DAY + 60_000),
+            with_ttl(at(mk_export("due", "web", 1, spec()), NOW - 5 * DAY), None),
+        ];
+        let checks = diagnose(due, &healthy_facts(), Some(SCHEMA_VERSION));
+        assert_eq!(problems(&checks), Vec::<&str>::new(), "{checks:#?}");
+        // Past the retention by more than the grace: gc has not run.
+        let forgotten = vec![
+            withdrawn("old", 3 * DAY),
+            with_ttl(at(mk_export("old", "web", 1, spec()), NOW - 5 * DAY), None),
+        ];
+        let checks = diagnose(forgotten, &healthy_facts(), Some(SCHEMA_VERSION));
+        let check = checks.iter().find(|c| c.name == "orphaned exports").unwrap();
+        assert_eq!(check.status, Status::Problem);
+        assert_eq!(
+            check.items,
+            vec![
+                "export/old/llm/web: cluster withdrawn 3d ago; past the retention 24h ago: \
+                  mcs-admin gc collects it"
+            ]
+        );
+        // A lease that ended without a withdrawal: a problem, as before.
+        let ended = vec![
+            with_ttl(at(mk_cluster("down", 1, "inc", NOW - 600_000), NOW - 600_000), None),
+            with_ttl(at(mk_export("down", "web", 1, spec()), NOW - DAY), None),
+        ];
+        let checks = diagnose(ended, &healthy_facts(), Some(SCHEMA_VERSION));
+        let check = checks.iter().find(|c| c.name == "orphaned exports").unwrap();
+        assert_eq!(check.status, Status::Problem);
+        assert!(check.detail.contains("withdraw the cluster"), "{check:?}");
     }
 
     #[test]
@@ -561,6 +677,8 @@ mod tests {
     fn the_report_lists_named_items_under_the_table() {
         let d = Diagnosis {
             table: "t".into(),
+            region: "us-east-1".into(),
+            endpoint: None,
             healthy: false,
             checks: vec![
                 Check::ok("schema", "version 1"),
@@ -580,5 +698,9 @@ mod tests {
             serde_json::from_str(&render(&d, Format::Json).unwrap()).unwrap();
         assert_eq!(json["checks"][1]["status"], "problem");
         assert_eq!(json["healthy"], false);
+        assert_eq!(
+            (json["table"].as_str(), json["region"].as_str()),
+            (Some("t"), Some("us-east-1"))
+        );
     }
 }

@@ -1,6 +1,11 @@
 //! `dump`: every record as JSON lines on stdout, one serialized
-//! [`mcs_core::Record`] per line in key order, the schema item excluded.
-//! `restore` reads it back. Always JSON lines, whatever `-o` says.
+//! [`mcs_core::Record`] per line in key order, the schema item excluded,
+//! between a [`Header`] line (format and version, table, region, time) and
+//! a [`Trailer`] line (the record count). `restore` reads it back and
+//! refuses a dump whose trailer is missing or counts other than it read:
+//! a truncated dump is never restored as if whole. Only JSON lines: `-o
+//! yaml` and `-o wide` are refused (exit 2), `-o json` and the default
+//! `table` both give JSON lines.
 //!
 //! A key has one item per region that wrote it; the dump holds, per key,
 //! the record every registry merges from them (the highest version,
@@ -11,20 +16,81 @@
 //! 1: the dump is then incomplete, and a backup should not pass for whole.
 
 use super::{DEFAULT_RETENTION, open_checked};
-use crate::Exit;
 use crate::cli::GlobalArgs;
-use crate::output;
+use crate::output::{self, Format};
 use crate::progress::Progress;
 use crate::scan::scan;
+use crate::{Exit, UsageError};
 use mcs_core::Record;
+use serde::{Deserialize, Serialize};
+
+/// The `format` of a dump's header and the `end` of its trailer.
+pub(crate) const FORMAT: &str = "mcs-admin-dump";
+
+/// The version of the dump format this binary writes and reads. Version 1:
+/// header, one record per line, trailer.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// A dump's first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] when written by this binary.
+    pub version: u32,
+    /// The table dumped.
+    pub table: String,
+    /// The region of the replica read.
+    pub region: String,
+    /// When the dump started, RFC 3339.
+    pub dumped_at: String,
+    /// The same, in epoch milliseconds.
+    pub dumped_at_ms: u64,
+}
+
+impl Header {
+    /// The header of a dump of `table` in `region` taken at `now_ms`.
+    pub(crate) fn new(table: &str, region: &str, now_ms: u64) -> Self {
+        let dumped_at = i64::try_from(now_ms)
+            .ok()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map_or_else(|| now_ms.to_string(), |t| t.to_string());
+        Self {
+            format: FORMAT.to_owned(),
+            version: FORMAT_VERSION,
+            table: table.to_owned(),
+            region: region.to_owned(),
+            dumped_at,
+            dumped_at_ms: now_ms,
+        }
+    }
+}
+
+/// A dump's last line: how many record lines come between it and the
+/// header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Trailer {
+    /// Always [`FORMAT`].
+    pub end: String,
+    /// The number of records.
+    pub records: usize,
+}
 
 pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+    if matches!(global.output, Format::Yaml | Format::Wide) {
+        return Err(UsageError::invalid(
+            "dump writes JSON lines, the format restore reads: use -o json (or no -o)",
+        )
+        .into());
+    }
     let store = open_checked(global, DEFAULT_RETENTION).await?;
+    let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("dumping")).await?;
-    let view = scanned.view(global.skew_allowance_ms, crate::now_ms());
+    let view = scanned.view(global.skew_allowance_ms, now);
     let mut records: Vec<&Record> = view.records().collect();
     records.sort_by(|a, b| a.key.cmp(&b.key));
-    output::print(&lines(records)?)?;
+    let header = Header::new(store.table(), store.origin(), now);
+    output::print(&document(&header, records)?)?;
     if scanned.unreadable.is_empty() {
         return Ok(Exit::Ok);
     }
@@ -36,6 +102,17 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
         output::count(scanned.unreadable.len(), "item", "items")
     );
     Ok(Exit::Problem)
+}
+
+/// A whole dump: the header, one record per line, the trailer.
+pub(crate) fn document<'a>(
+    header: &Header,
+    records: impl IntoIterator<Item = &'a Record>,
+) -> anyhow::Result<String> {
+    let mut count = 0;
+    let body = lines(records.into_iter().inspect(|_| count += 1))?;
+    let trailer = Trailer { end: FORMAT.to_owned(), records: count };
+    Ok(format!("{}\n{body}{}\n", serde_json::to_string(header)?, serde_json::to_string(&trailer)?))
 }
 
 /// One compact JSON record per line.

@@ -1,9 +1,13 @@
 //! `gc [--dry-run] [--retention-secs N]`: deletes what DynamoDB's TTL would
 //! delete, for tables without TTL (DynamoDB Local, moto, or TTL turned off):
 //! tombstones and expired records whose expiry (a tombstone's write, a
-//! lease's end) is more than the retention ago. Exports live on their
-//! cluster's lease and carry no expiry of their own: only their tombstones
-//! go.
+//! lease's end) is more than the retention ago. And what TTL never deletes:
+//! exports of a cluster whose lease is gone. An export lives on its
+//! cluster's lease and carries no `ttl` (the cluster renews its own item
+//! only), so its expiry is derived from its cluster's merged record
+//! ([`Record::expires_at_ms_on`]): the later of the cluster's lease end or
+//! withdrawal and the export's own last write. Run gc on every table, TTL
+//! or not, or orphaned exports stay for good.
 //!
 //! A record key has one item per region that wrote it (its origin), merged
 //! by version. A key is past the retention when its merged record (the
@@ -47,20 +51,51 @@ use std::collections::BTreeMap;
 pub(crate) struct PastRetention<'a> {
     /// The record's key.
     pub key: &'a Key,
-    /// `withdrawn` or `expired`.
+    /// `withdrawn`, `expired` or `cluster_not_live`.
     pub reason: Reason,
-    /// When it stopped being of use: a tombstone's write, a lease's end.
+    /// When it stopped being of use: a tombstone's write, a lease's end,
+    /// an export's cluster's end.
     pub expired_at_ms: u64,
     /// Its items, oldest version first, each with its origin.
     pub items: Vec<(&'a Record, &'a Item, String)>,
+    /// For an export, the merged record of its cluster.
+    pub cluster: Option<&'a Record>,
 }
 
-/// The keys of `scan` whose merged record `view` does not serve (withdrawn
-/// or expired) and whose expiry is at least `retention_ms` before `now_ms`,
-/// in key order, each with all its items: what gc in some region collects.
+/// The merged record of the cluster `key` lives on, for an export.
+pub(crate) fn cluster_of<'a>(view: &'a View, key: &Key) -> Option<&'a Record> {
+    match key {
+        Key::Export(export) => view.record(&Key::Cluster { cluster_id: export.cluster_id.clone() }),
+        _ => None,
+    }
+}
+
+/// Whether `record`, an item of a key, could still be served if the items
+/// that hide it were gone: a lease still running, or an export not
+/// withdrawn whose cluster (`cluster`) has not been gone for the retention
+/// (the cluster may renew its lease, and the export would be served again).
+fn could_be_served(
+    record: &Record,
+    cluster: Option<&Record>,
+    skew_ms: u64,
+    retention_ms: u64,
+    now_ms: u64,
+) -> bool {
+    if record.key.kind() == mcs_core::Kind::Export && !record.is_tombstone() {
+        return record
+            .expires_at_ms_on(cluster)
+            .is_none_or(|at| at.saturating_add(retention_ms) > now_ms);
+    }
+    record.is_live(now_ms, skew_ms)
+}
+
+/// The keys of `scan` whose merged record `view` does not serve (withdrawn,
+/// expired, or an export whose cluster holds no live lease) and whose
+/// expiry is at least `retention_ms` before `now_ms`, in key order, each
+/// with all its items: what gc in some region collects.
 pub(crate) fn past_retention<'a>(
     scan: &'a Scan,
-    view: &View,
+    view: &'a View,
     skew_ms: u64,
     retention_ms: u64,
     now_ms: u64,
@@ -74,10 +109,11 @@ pub(crate) fn past_retention<'a>(
         .filter_map(|(key, mut items)| {
             let merged = view.record(key)?;
             let reason = reason_of(view, merged, skew_ms, now_ms);
-            if !matches!(reason, Reason::Withdrawn | Reason::Expired) {
+            if !matches!(reason, Reason::Withdrawn | Reason::Expired | Reason::ClusterNotLive) {
                 return None;
             }
-            let expired_at_ms = merged.expires_at_ms()?;
+            let cluster = cluster_of(view, key);
+            let expired_at_ms = merged.expires_at_ms_on(cluster)?;
             if expired_at_ms.saturating_add(retention_ms) > now_ms {
                 return None;
             }
@@ -89,6 +125,7 @@ pub(crate) fn past_retention<'a>(
                 reason,
                 expired_at_ms,
                 items: items.into_iter().map(|(r, i)| (r, i, origin(i))).collect(),
+                cluster,
             })
         })
         .collect()
@@ -100,9 +137,10 @@ pub(crate) fn past_retention<'a>(
 pub(crate) struct Candidate {
     /// The record's key.
     pub key: String,
-    /// `withdrawn` or `expired`.
+    /// `withdrawn`, `expired` or `cluster_not_live`.
     pub reason: Reason,
-    /// When it stopped being of use: a tombstone's write, a lease's end.
+    /// When it stopped being of use: a tombstone's write, a lease's end,
+    /// an export's cluster's end.
     pub expired_at_ms: u64,
     /// The regions whose items the key has, oldest version first.
     pub origins: Vec<String>,
@@ -124,7 +162,13 @@ pub(crate) struct Plan {
 }
 
 /// The plan of gc in region `origin`, from the keys [`past_retention`].
-pub(crate) fn plan(past: Vec<PastRetention<'_>>, origin: &str, skew_ms: u64, now_ms: u64) -> Plan {
+pub(crate) fn plan(
+    past: Vec<PastRetention<'_>>,
+    origin: &str,
+    skew_ms: u64,
+    retention_ms: u64,
+    now_ms: u64,
+) -> Plan {
     let mut plan = Plan::default();
     for key in past {
         for (_, _, from) in key.items.iter().filter(|(_, _, from)| from != origin) {
@@ -134,7 +178,9 @@ pub(crate) fn plan(past: Vec<PastRetention<'_>>, origin: &str, skew_ms: u64, now
             continue;
         };
         let newest = own + 1 == key.items.len();
-        let hides_live = key.items[..own].iter().any(|(r, _, _)| r.is_live(now_ms, skew_ms));
+        let hides_live = key.items[..own]
+            .iter()
+            .any(|(r, _, _)| could_be_served(r, key.cluster, skew_ms, retention_ms, now_ms));
         let (record, item, _) = &key.items[own];
         plan.candidates.push(Candidate {
             key: key.key.to_string(),
@@ -177,7 +223,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Ex
     let retention_ms = args.retention_secs.saturating_mul(1000);
     let past = past_retention(&scanned, &view, global.skew_allowance_ms, retention_ms, now);
     let Plan { candidates: mut items, foreign } =
-        plan(past, store.origin(), global.skew_allowance_ms, now);
+        plan(past, store.origin(), global.skew_allowance_ms, retention_ms, now);
     let held = items.iter().filter(|c| c.outcome == "held").count();
     let mut collected = Collected {
         table: store.table().to_owned(),
@@ -347,6 +393,18 @@ mod tests {
             at(mk_tombstone("fresh", 1, "w"), NOW - 60_000),
             mk_cluster("c1", 1, "inc", NOW - 3 * DAY),
             at(mk_export("c1", "web", 1, mk_export_spec(0, vec![])), NOW - 3 * DAY),
+            // Its cluster's lease runs: kept, however old.
+            mk_cluster("up", 1, "inc", NOW + 30_000),
+            at(mk_export("up", "web", 1, mk_export_spec(0, vec![])), NOW - 30 * DAY),
+            // Its cluster withdrawn within the retention: kept for now.
+            at(mk_tombstone("x", 1, "w").with_key(cluster_key("recent")), NOW - 60_000),
+            at(mk_export("recent", "web", 1, mk_export_spec(0, vec![])), NOW - 3 * DAY),
+            // Its cluster withdrawn past the retention: collected.
+            at(mk_tombstone("x", 1, "w").with_key(cluster_key("gone")), NOW - 2 * DAY),
+            at(mk_export("gone", "web", 1, mk_export_spec(0, vec![])), NOW - 3 * DAY),
+            // No cluster record: by its own write.
+            at(mk_export("none", "old", 1, mk_export_spec(0, vec![])), NOW - 2 * DAY),
+            at(mk_export("none", "new", 1, mk_export_spec(0, vec![])), NOW - 60_000),
         ];
         let scan = Scan {
             records: records.iter().map(|r| (r.clone(), Default::default())).collect(),
@@ -362,9 +420,13 @@ mod tests {
             (format!("pool/{}", mcs_core::fixtures::pool_key("old").id()), Reason::Expired),
             (format!("pool/{}", mcs_core::fixtures::pool_key("buried").id()), Reason::Withdrawn),
             ("cluster/c1".to_owned(), Reason::Expired),
+            ("cluster/gone".to_owned(), Reason::Withdrawn),
+            ("export/c1/llm/web".to_owned(), Reason::ClusterNotLive),
+            ("export/gone/llm/web".to_owned(), Reason::ClusterNotLive),
+            ("export/none/llm/old".to_owned(), Reason::ClusterNotLive),
         ];
         want.sort();
-        assert_eq!(found, want, "an orphaned export has no expiry of its own");
+        assert_eq!(found, want, "an orphaned export expires with its cluster");
         assert!(past_retention(&scan, &view, 1_000, 4 * DAY, NOW).is_empty());
         // Without retention, a record within the skew allowance is still live.
         let skewed = vec![mk_pool("skewed", 1, "w", None, Some(NOW - 500))];
@@ -410,7 +472,7 @@ mod tests {
     }
 
     fn plan_in(scan: &Scan, view: &View, origin: &str) -> Plan {
-        plan(past_retention(scan, view, 1_000, DAY, NOW), origin, 1_000, NOW)
+        plan(past_retention(scan, view, 1_000, DAY, NOW), origin, 1_000, DAY, NOW)
     }
 
     #[test]
@@ -438,11 +500,27 @@ mod tests {
         assert_eq!(there.foreign, BTreeMap::from([("us-east-1".to_owned(), 1)]));
     }
 
+    fn cluster_key(cluster: &str) -> Key {
+        Key::Cluster { cluster_id: mcs_core::fixtures::label(cluster) }
+    }
+
+    trait WithKey {
+        fn with_key(self, key: Key) -> Self;
+    }
+
+    impl WithKey for Record {
+        fn with_key(mut self, key: Key) -> Self {
+            self.key = key;
+            self
+        }
+    }
+
     #[test]
     fn an_item_hiding_a_live_item_of_another_region_is_held() {
         // Withdrawn here two days ago; eu-west-1 still holds an older export
-        // (exports have no lease: live until withdrawn) and an older pool
-        // leased beyond the tombstone's retention.
+        // (of a cluster whose lease runs: it would be served) and an older
+        // pool leased beyond the tombstone's retention.
+        let cluster = mk_cluster("c1", 1, "inc", NOW + DAY);
         let tomb = at(mk_tombstone("p", 5, "w"), NOW - 2 * DAY);
         let leased = mk_pool("p", 3, "w", Some("relay"), Some(NOW + DAY));
         let export = at(mk_export("c1", "web", 1, mk_export_spec(0, vec![])), NOW - 3 * DAY);
@@ -453,6 +531,7 @@ mod tests {
             (&leased, "eu-west-1"),
             (&withdrawn, "us-east-1"),
             (&export, "eu-west-1"),
+            (&cluster, "eu-west-1"),
         ]);
         let here = plan_in(&scan, &view, "us-east-1");
         let outcomes: Vec<&str> = here.candidates.iter().map(|c| c.outcome).collect();
@@ -461,6 +540,12 @@ mod tests {
         let there = plan_in(&scan, &view, "eu-west-1");
         assert!(there.candidates.iter().all(|c| c.outcome == "would_delete"));
         assert_eq!(there.candidates.len(), 2);
+        // Had the cluster been gone for the retention, the older export
+        // could never be served again: nothing to hold.
+        let (scan, view) = scan_of(&[(&withdrawn, "us-east-1"), (&export, "eu-west-1")]);
+        let orphan = plan_in(&scan, &view, "us-east-1");
+        assert_eq!(orphan.candidates.len(), 1);
+        assert_eq!(orphan.candidates[0].outcome, "would_delete", "{:?}", orphan.candidates);
         let (scan, view) = scan_of(&[(&tomb, "us-east-1"), (&withdrawn, "us-east-1")]);
         let after = plan_in(&scan, &view, "us-east-1");
         assert!(after.candidates.iter().all(|c| c.outcome == "would_delete"));

@@ -362,18 +362,31 @@ pub(crate) fn render_all(
     };
     let mut rows: Vec<&Record> = view.records().filter(|r| r.key.kind() == kind).collect();
     rows.sort_by(|a, b| a.key.cmp(&b.key));
-    let mut t = Table::new(["REASON", "KEY", "VERSION", "OWNER", "LEASE", "CHANGED", "SUMMARY"]);
+    // A version (`generation@writer`) alone takes some 56 columns: only
+    // with `-o wide`.
+    let wide = format == Format::Wide;
+    let mut headers = vec!["REASON", "KEY"];
+    if wide {
+        headers.push("VERSION");
+    }
+    headers.extend(["OWNER", "LEASE", "CHANGED", "SUMMARY"]);
+    let mut t = Table::new(headers);
     for r in rows {
         let key = r.key.to_string();
-        t.row([
+        let mut cells = vec![
             reason_of(view, r, skew_ms, now_ms).to_string(),
             key.split_once('/').map_or(key.as_str(), |(_, rest)| rest).to_owned(),
-            r.version.to_string(),
+        ];
+        if wide {
+            cells.push(r.version.to_string());
+        }
+        cells.extend([
             r.owner.clone().unwrap_or_else(|| "-".to_owned()),
             r.lease_until_ms.map_or_else(|| "-".to_owned(), |until| relative(until, now_ms)),
             relative(r.changed_at_ms, now_ms),
             summary(&r.body),
         ]);
+        t.row(cells);
     }
     Ok(t.render())
 }
@@ -465,6 +478,10 @@ mod tests {
         assert!(!exports[0].item.as_ref().unwrap().conditions.is_empty());
         let text = render_all(&view, SectionName::Exports, Format::Table, 1_000, NOW).unwrap();
         assert!(text.contains("cluster_not_live  c9/llm/web"), "{text}");
+        assert!(text.starts_with("REASON            KEY         OWNER"), "no VERSION: {text}");
+        let wide = render_all(&view, SectionName::Exports, Format::Wide, 1_000, NOW).unwrap();
+        assert!(wide.starts_with("REASON            KEY         VERSION  OWNER"), "{wide}");
+        assert!(wide.contains("  1@w  "), "{wide}");
         let json = render_all(&view, SectionName::Clusters, Format::Json, 1_000, NOW).unwrap();
         let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed[0]["reason"], "live");

@@ -44,6 +44,7 @@
 //!   the dump is younger than the retention.
 
 use super::checked_retention;
+use super::dump::{FORMAT, FORMAT_VERSION, Header, Trailer};
 use super::open_checked;
 use crate::Exit;
 use crate::cli::{GlobalArgs, RestoreArgs};
@@ -83,6 +84,8 @@ struct Restored {
     now_ms: u64,
     /// The records not applied, with what the table holds instead.
     refused: Vec<Refused>,
+    /// The dump's header (`null` for a dump without one).
+    dump: Option<Header>,
 }
 
 #[derive(Debug, Serialize)]
@@ -198,7 +201,7 @@ impl Restored {
 pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Result<Exit> {
     let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
     let text = read_input(&args.file)?;
-    let records = parse(&text)?;
+    let (header, records) = parse(&text, args.allow_headerless)?;
     let store = open_checked(global, retention).await?;
     let reading = Progress::spinner("reading the table");
     let stored = store.read_all().await;
@@ -210,6 +213,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
         records: records.len(),
         retention_secs: args.retention_secs,
         now_ms: now,
+        dump: header,
         ..Restored::default()
     };
     let cutoff =
@@ -252,17 +256,81 @@ fn read_input(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The records of a dump, every line checked before anything is written;
-/// blank lines are skipped.
-pub(crate) fn parse(text: &str) -> anyhow::Result<Vec<Record>> {
-    text.lines()
+/// The header and records of a dump, every line checked before anything is
+/// written; blank lines are skipped. A dump must begin with its
+/// [`Header`] (of [`FORMAT_VERSION`]) and end with its [`Trailer`], whose
+/// count must be the number of records read: otherwise it was cut short
+/// (or altered) and is refused. One without a header (written before
+/// headers existed) is refused unless `allow_headerless`: its truncation
+/// could not be detected.
+pub(crate) fn parse(
+    text: &str,
+    allow_headerless: bool,
+) -> anyhow::Result<(Option<Header>, Vec<Record>)> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
         .enumerate()
+        .map(|(i, line)| (i + 1, line))
         .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("line {} is not a record of mcs-admin dump", i + 1))
-        })
-        .collect()
+        .collect();
+    let records = |lines: &[(usize, &str)]| -> anyhow::Result<Vec<Record>> {
+        lines
+            .iter()
+            .map(|(n, line)| {
+                serde_json::from_str(line)
+                    .with_context(|| format!("line {n} is not a record of mcs-admin dump"))
+            })
+            .collect()
+    };
+    let field = |line: &str, name: &str| {
+        serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get(name).and_then(|f| f.as_str().map(str::to_owned)))
+    };
+    let Some((first, rest)) = lines.split_first() else {
+        anyhow::bail!("the input is empty: not a dump of mcs-admin dump");
+    };
+    if field(first.1, "format").as_deref() != Some(FORMAT) {
+        if !allow_headerless {
+            anyhow::bail!(
+                "line {} is not the header of a dump: a dump without one (written by an \
+                 mcs-admin before dumps had a header and a record count) cannot be checked \
+                 for truncation; pass --allow-headerless to restore it as it is",
+                first.0
+            );
+        }
+        return Ok((None, records(&lines)?));
+    }
+    let header: Header = serde_json::from_str(first.1)
+        .with_context(|| format!("line {} is not a dump header", first.0))?;
+    if header.version != FORMAT_VERSION {
+        anyhow::bail!(
+            "the dump is of format version {}, this mcs-admin reads version {FORMAT_VERSION}: \
+             use the mcs-admin that wrote it",
+            header.version
+        );
+    }
+    let trailer =
+        rest.split_last().filter(|(last, _)| field(last.1, "end").as_deref() == Some(FORMAT));
+    let Some((last, body)) = trailer else {
+        anyhow::bail!(
+            "the dump is truncated: it does not end with the trailer line mcs-admin dump writes \
+             last ({} records read); nothing was written",
+            rest.len()
+        );
+    };
+    let trailer: Trailer = serde_json::from_str(last.1)
+        .with_context(|| format!("line {} is not a dump trailer", last.0))?;
+    let records = records(body)?;
+    if trailer.records != records.len() {
+        anyhow::bail!(
+            "the dump is truncated or altered: its trailer counts {} records, {} were read; \
+             nothing was written",
+            trailer.records,
+            records.len()
+        );
+    }
+    Ok((Some(header), records))
 }
 
 async fn put_all(
@@ -294,7 +362,11 @@ fn render(restored: &Restored, format: output::Format) -> anyhow::Result<String>
     if let Some(text) = output::structured(format, restored)? {
         return Ok(text);
     }
-    let mut text = format!(
+    let mut text = match &restored.dump {
+        Some(h) => format!("dump of {} ({}) taken {}\n", h.table, h.region, h.dumped_at),
+        None => "dump without a header: not checked for truncation\n".to_owned(),
+    };
+    text += &format!(
         "restored {} records into {}: {} applied, {} unchanged, {} stale, {} owned, {} too old\n",
         restored.records,
         restored.table,
@@ -326,17 +398,55 @@ fn render(restored: &Restored, format: output::Format) -> anyhow::Result<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::dump::lines;
+    use crate::commands::dump::{document, lines};
     use mcs_core::Version;
     use mcs_core::fixtures::{mk_pool, mk_tombstone};
 
     #[test]
     fn dumps_parse_back_and_bad_lines_are_named() {
         let records = vec![mk_pool("a", 1, "w", Some("x"), Some(5)), mk_tombstone("b", 2, "w")];
-        let text = lines(&records).unwrap();
-        assert_eq!(parse(&format!("\n{text}\n")).unwrap(), records);
-        let err = parse(&format!("{text}{{\"key\":1}}\n")).unwrap_err();
-        assert_eq!(err.to_string(), "line 3 is not a record of mcs-admin dump");
+        let header = Header::new("t", "us-east-1", 1_764_662_400_000);
+        assert_eq!(header.dumped_at, "2025-12-02T08:00:00Z");
+        let text = document(&header, &records).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.ends_with("{\"end\":\"mcs-admin-dump\",\"records\":2}\n"), "{text}");
+        let (read, back) = parse(&format!("\n{text}\n"), false).unwrap();
+        assert_eq!((read, back), (Some(header.clone()), records.clone()));
+        let body = lines(&records).unwrap();
+        let with_bad_line = format!(
+            "{}\n{body}{{\"key\":1}}\n{{\"end\":\"mcs-admin-dump\",\"records\":3}}\n",
+            serde_json::to_string(&header).unwrap()
+        );
+        let err = parse(&with_bad_line, false).unwrap_err();
+        assert_eq!(err.to_string(), "line 4 is not a record of mcs-admin dump");
+    }
+
+    #[test]
+    fn a_truncated_dump_is_refused() {
+        let records = vec![mk_pool("a", 1, "w", Some("x"), Some(5)), mk_tombstone("b", 2, "w")];
+        let text = document(&Header::new("t", "r", 0), &records).unwrap();
+        let all: Vec<&str> = text.lines().collect();
+        // Cut after the first record: no trailer.
+        let cut = format!("{}\n{}\n", all[0], all[1]);
+        let err = parse(&cut, false).unwrap_err().to_string();
+        assert!(
+            err.starts_with("the dump is truncated: it does not end with the trailer"),
+            "{err}"
+        );
+        // A record line lost, the trailer kept.
+        let lost = format!("{}\n{}\n{}\n", all[0], all[1], all[3]);
+        let err = parse(&lost, false).unwrap_err().to_string();
+        assert!(err.contains("its trailer counts 2 records, 1 were read"), "{err}");
+        // Headerless (an older dump): refused, unless asked for.
+        let old = lines(&records).unwrap();
+        let err = parse(&old, false).unwrap_err().to_string();
+        assert!(err.contains("--allow-headerless"), "{err}");
+        assert_eq!(parse(&old, true).unwrap(), (None, records.clone()));
+        assert!(parse("", true).is_err(), "nothing at all is no dump");
+        // A newer format.
+        let newer = text.replacen("\"version\":1", "\"version\":2", 1);
+        let err = parse(&newer, false).unwrap_err().to_string();
+        assert!(err.contains("format version 2"), "{err}");
     }
 
     #[test]
@@ -375,13 +485,19 @@ mod tests {
 
     #[test]
     fn the_summary_names_what_was_refused() {
-        let mut restored = Restored { table: "t".into(), records: 2, ..Restored::default() };
+        let mut restored = Restored {
+            table: "t".into(),
+            records: 2,
+            dump: Some(Header::new("t0", "us-east-1", 0)),
+            ..Restored::default()
+        };
         restored.tally("pool/a".into(), PutOutcome::Applied);
         restored.tally("pool/b".into(), PutOutcome::Stale { stored: Version::new(9, "w") });
         let text = render(&restored, output::Format::Table).unwrap();
         assert!(
             text.starts_with(
-                "restored 2 records into t: 1 applied, 0 unchanged, 1 stale, 0 owned, 0 too old\n"
+                "dump of t0 (us-east-1) taken 1970-01-01T00:00:00Z\n\
+                 restored 2 records into t: 1 applied, 0 unchanged, 1 stale, 0 owned, 0 too old\n"
             ),
             "{text}"
         );
@@ -397,7 +513,8 @@ mod tests {
         let text = render(&restored, output::Format::Table).unwrap();
         assert!(
             text.starts_with(
-                "restored 1 records into t: 0 applied, 0 unchanged, 0 stale, 0 owned, 1 too old\n\
+                "dump without a header: not checked for truncation\n\
+                 restored 1 records into t: 0 applied, 0 unchanged, 0 stale, 0 owned, 1 too old\n\
                  skipped 1 record older than the retention (172800s): a newer tombstone may have \
                  been collected since; --force restores them\n"
             ),

@@ -3,6 +3,7 @@
 use crate::support::{
     DAY, Fixture, MINUTE, cluster_record, export_record, live_pool, now_ms, pool_record,
 };
+use mcs_core::{Body, Key, Record, Version};
 use std::time::Duration;
 
 #[tokio::test]
@@ -52,13 +53,13 @@ async fn an_export_without_a_live_cluster_is_named() {
     let run = t.admin(&["doctor"]).expect(1);
     assert!(
         run.stdout
-            .contains("orphaned exports  problem  2 exports whose cluster holds no live lease"),
+            .contains("orphaned exports  problem  2 exports whose cluster holds no live lease: "),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout.contains(
-            "\norphaned exports:\n  export/nowhere/llm/db: no cluster record\n  export/west/llm/api: cluster lease ended 5m ago\n"
+            "\norphaned exports:\n  export/nowhere/llm/db: no cluster record; mcs-admin gc collects it in 47h\n  export/west/llm/api: cluster lease ended 5m ago; mcs-admin gc collects it in 47h\n"
         ),
         "{}",
         run.stdout
@@ -66,6 +67,10 @@ async fn an_export_without_a_live_cluster_is_named() {
     assert!(run.stdout.ends_with("problems found\n"), "{}", run.stdout);
     let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
     assert_eq!(json["healthy"], false);
+    // Issue 14, defect 9: table and region were one string.
+    assert_eq!(json["table"], t.table.as_str());
+    assert_eq!(json["region"], "us-east-1");
+    assert_eq!(json["endpoint"], t.endpoint.as_str());
     let problems: Vec<&str> = json["checks"]
         .as_array()
         .unwrap()
@@ -74,6 +79,39 @@ async fn an_export_without_a_live_cluster_is_named() {
         .map(|c| c["name"].as_str().unwrap())
         .collect();
     assert_eq!(problems, vec!["orphaned exports"]);
+}
+
+/// Issue 14, defect 5: a withdrawn cluster left its exports, which no TTL
+/// and no gc collected, and doctor failed for good.
+#[tokio::test]
+async fn gc_collects_what_a_withdrawn_cluster_left_and_doctor_recovers() {
+    let Some(t) = Fixture::new("doctor-left").await else { return };
+    let then = now_ms() - 3 * DAY;
+    let withdrawn = Record {
+        key: Key::Cluster { cluster_id: mcs_core::fixtures::label("gone") },
+        version: Version::new(then << 16, "reg-test"),
+        owner: Some("inc-gone".into()),
+        lease_until_ms: None,
+        changed_at_ms: then,
+        body: Body::Tombstone,
+    };
+    let mut export = export_record("gone", "web", 80, 1_700_000_000);
+    export.changed_at_ms = then - DAY;
+    t.put(&[export, withdrawn]).await;
+    let grace = ["--ttl-grace-secs", "3600"];
+    let run = t.admin(&[&["doctor"][..], &grace].concat()).expect(1);
+    assert!(
+        run.stdout.contains(
+            "export/gone/llm/web: cluster withdrawn 3d ago; past the retention 24h ago: \
+             mcs-admin gc collects it"
+        ),
+        "{}",
+        run.stdout
+    );
+    let gc = t.admin(&["gc", "-o", "json"]).expect(0).json();
+    assert_eq!(gc["deleted"], 2, "the export and the cluster's tombstone: {gc}");
+    let run = t.admin(&[&["doctor"][..], &grace].concat()).expect(0);
+    assert!(run.stdout.ends_with("healthy\n"), "{}", run.stdout);
 }
 
 #[tokio::test]

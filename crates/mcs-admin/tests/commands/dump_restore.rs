@@ -2,11 +2,10 @@
 //! a restore never overwrites anything newer.
 
 use crate::support::{
-    DAY, Fixture, MINUTE, cluster_record, expired_pool, export_record, live_pool, now_ms,
-    pool_record, router_record, unique_table, withdrawn_pool,
+    DAY, Fixture, MINUTE, cluster_record, dump_of, dump_records, expired_pool, export_record,
+    live_pool, now_ms, pool_record, router_record, unique_table, withdrawn_pool,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
-use mcs_core::Record;
 
 #[tokio::test]
 async fn dump_then_restore_round_trips() {
@@ -22,7 +21,13 @@ async fn dump_then_restore_round_trips() {
     source.put(&records).await;
 
     let dump = source.admin(&["dump"]).expect(0).stdout;
-    let mut dumped: Vec<Record> = dump.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(dump.starts_with("{\"format\":\"mcs-admin-dump\",\"version\":1,"), "{dump}");
+    let header: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (header["table"].as_str(), header["region"].as_str()),
+        (Some(&*source.table), Some("us-east-1"))
+    );
+    let mut dumped = dump_records(&dump);
     assert_eq!(dumped.len(), records.len(), "{dump}");
     let mut want = records.clone();
     want.sort_by(|a, b| a.key.cmp(&b.key));
@@ -35,11 +40,18 @@ async fn dump_then_restore_round_trips() {
     assert_eq!(
         restored.stdout,
         format!(
-            "restored 6 records into {}: 6 applied, 0 unchanged, 0 stale, 0 owned, 0 too old\n",
+            "dump of {} (us-east-1) taken {}\n\
+             restored 6 records into {}: 6 applied, 0 unchanged, 0 stale, 0 owned, 0 too old\n",
+            source.table,
+            header["dumped_at"].as_str().unwrap(),
             target.table
         )
     );
-    assert_eq!(target.admin(&["dump"]).expect(0).stdout, dump, "the copy dumps the same");
+    assert_eq!(
+        dump_records(&target.admin(&["dump"]).expect(0).stdout),
+        dump_records(&dump),
+        "the copy dumps the same"
+    );
     assert_eq!(
         target.admin(&["ls", "pools", "-o", "json"]).expect(0).stdout,
         source.admin(&["ls", "pools", "-o", "json"]).expect(0).stdout
@@ -61,14 +73,10 @@ async fn restore_never_overwrites_newer() {
     let old = pool_record("alpha", 100, now + 10 * MINUTE, now);
     let newer = pool_record("alpha", 200, now + 10 * MINUTE, now);
     target.put(std::slice::from_ref(&newer)).await;
-    let dump = format!(
-        "{}\n{}\n",
-        serde_json::to_string(&old).unwrap(),
-        serde_json::to_string(&live_pool("beta")).unwrap()
-    );
+    let dump = dump_of(&[&old, &live_pool("beta")]);
     let run = target.admin_with_stdin(&["restore", "-"], &dump).expect(0);
     assert!(
-        run.stdout.starts_with(&format!(
+        run.stdout.contains(&format!(
             "restored 2 records into {}: 1 applied, 0 unchanged, 1 stale, 0 owned, 0 too old\n",
             target.table
         )),
@@ -80,10 +88,13 @@ async fn restore_never_overwrites_newer() {
     assert_eq!(kept["record"]["version"]["generation"], 200);
 
     // A bad line: nothing is written, the line is named.
-    let bad = format!("{}\nnot json\n", serde_json::to_string(&live_pool("gamma")).unwrap());
+    let good = dump_of(&[&live_pool("gamma"), &live_pool("delta")]);
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines[2] = "not json";
+    let bad = lines.join("\n") + "\n";
     let run = target.admin_with_stdin(&["restore", "-"], &bad).expect(1);
     assert!(
-        run.stderr.starts_with("mcs-admin: line 2 is not a record of mcs-admin dump"),
+        run.stderr.starts_with("mcs-admin: line 3 is not a record of mcs-admin dump"),
         "{}",
         run.stderr
     );
@@ -110,10 +121,7 @@ async fn an_old_dump_does_not_bring_back_what_was_withdrawn_since() {
     let mut web = export_record("east", "web", 81, 1_700_000_000);
     web.changed_at_ms = old - 30 * DAY;
     let gamma = withdrawn_pool("gamma", 4 * DAY);
-    let dump: String = [&west, &api, &east, &web, &gamma]
-        .iter()
-        .map(|r| format!("{}\n", serde_json::to_string(r).unwrap()))
-        .collect();
+    let dump = dump_of(&[&west, &api, &east, &web, &gamma]);
     // Since then llm/api was withdrawn and its tombstone collected; west
     // renews today, with a newer version.
     let mut renewed = cluster_record("west", now + 10 * MINUTE);
@@ -124,7 +132,7 @@ async fn an_old_dump_does_not_bring_back_what_was_withdrawn_since() {
     let served = t.admin(&["ls", "exports", "-o", "json"]).expect(0).json();
     assert_eq!(served, serde_json::json!([]), "nothing withdrawn comes back: {}", run.stdout);
     assert!(
-        run.stdout.starts_with(&format!(
+        run.stdout.contains(&format!(
             "restored 5 records into {}: 0 applied, 0 unchanged, 0 stale, 0 owned, 5 too old\n\
              skipped 5 records older than the retention (172800s): a newer tombstone may have \
              been collected since; --force restores them\n",
@@ -146,22 +154,14 @@ async fn an_old_dump_does_not_bring_back_what_was_withdrawn_since() {
     east.changed_at_ms = recent;
     east.lease_until_ms = Some(recent + 10 * MINUTE);
     web.changed_at_ms = recent - 30 * DAY;
-    let dump: String =
-        [&east, &web].iter().map(|r| format!("{}\n", serde_json::to_string(r).unwrap())).collect();
+    let dump = dump_of(&[&east, &web]);
     let json = t.admin_with_stdin(&["restore", "-", "-o", "json"], &dump).expect(0).json();
     assert_eq!((json["applied"].as_u64(), json["too_old"].as_u64()), (Some(2), Some(0)), "{json}");
 
     // --force restores the old dump all the same: the version check alone
     // decides (west's older cluster record is stale).
     let json = t
-        .admin_with_stdin(
-            &["restore", "-", "--force", "-o", "json"],
-            &format!(
-                "{}\n{}\n",
-                serde_json::to_string(&west).unwrap(),
-                serde_json::to_string(&api).unwrap()
-            ),
-        )
+        .admin_with_stdin(&["restore", "-", "--force", "-o", "json"], &dump_of(&[&west, &api]))
         .expect(0)
         .json();
     assert_eq!(json["too_old"], 0, "{json}");
@@ -186,11 +186,57 @@ async fn a_dump_with_unreadable_items_says_so() {
         .await
         .unwrap();
     let run = t.admin(&["dump"]).expect(1);
-    assert_eq!(run.stdout.lines().count(), 1, "the readable record is dumped");
+    assert_eq!(dump_records(&run.stdout).len(), 1, "the readable record is dumped");
     assert!(
         run.stderr.contains("not dumped: item POOL#ffffffffffffffffffffffffffffffff #@us-east-1"),
         "{}",
         run.stderr
     );
     assert!(run.stderr.contains("dump incomplete: 1 item this"), "{}", run.stderr);
+}
+
+/// Issue 14, defect 9: a dump had no header or record count, so a
+/// truncated one restored with exit 0.
+#[tokio::test]
+async fn a_truncated_dump_is_refused_and_nothing_is_written() {
+    let Some(source) = Fixture::new("dump-cut").await else { return };
+    source.put(&[live_pool("alpha"), live_pool("beta"), router_record("gr-0")]).await;
+    let dump = source.admin(&["dump"]).expect(0).stdout;
+    let target = source.other(&unique_table("restore-cut"), "us-east-1").await;
+    target.migrate().await;
+    let lines: Vec<&str> = dump.lines().collect();
+    assert_eq!(lines.len(), 5, "header, 3 records, trailer: {dump}");
+    // Cut at a line boundary: the trailer is missing.
+    let cut = lines[..3].join("\n") + "\n";
+    let run = target.admin_with_stdin(&["restore", "-"], &cut).expect(1);
+    assert!(run.stderr.contains("the dump is truncated"), "{}", run.stderr);
+    // A line lost in the middle: the count differs.
+    let lost = [lines[0], lines[1], lines[3], lines[4]].join("\n") + "\n";
+    let run = target.admin_with_stdin(&["restore", "-"], &lost).expect(1);
+    assert!(run.stderr.contains("its trailer counts 3 records, 2 were read"), "{}", run.stderr);
+    assert!(dump_records(&target.admin(&["dump"]).expect(0).stdout).is_empty(), "nothing written");
+
+    // A dump of an older mcs-admin (records only): refused unless asked for.
+    let headerless = lines[1..4].join("\n") + "\n";
+    let run = target.admin_with_stdin(&["restore", "-"], &headerless).expect(1);
+    assert!(run.stderr.contains("--allow-headerless"), "{}", run.stderr);
+    let run =
+        target.admin_with_stdin(&["restore", "-", "--allow-headerless"], &headerless).expect(0);
+    assert!(
+        run.stdout.starts_with("dump without a header: not checked for truncation\nrestored 3"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn dump_refuses_formats_it_cannot_write() {
+    let Some(t) = Fixture::new("dump-yaml").await else { return };
+    for format in ["yaml", "wide"] {
+        let run = t.admin(&["dump", "-o", format]).expect(2);
+        assert!(run.stdout.is_empty(), "{}", run.stdout);
+        assert!(run.stderr.contains("dump writes JSON lines"), "{}", run.stderr);
+        assert!(run.stderr.contains("Usage: mcs-admin dump"), "{}", run.stderr);
+    }
+    dump_records(&t.admin(&["dump", "-o", "json"]).expect(0).stdout);
 }

@@ -2,14 +2,19 @@
 //! retention, and only the items of its own region.
 
 use crate::support::{
-    DAY, Fixture, MINUTE, cluster_record, expired_pool, export_record, live_pool, now_ms, pool_id,
-    withdrawn_pool,
+    DAY, Fixture, MINUTE, cluster_record, dump_records, expired_pool, export_record, live_pool,
+    now_ms, pool_id, withdrawn_pool,
 };
 use mcs_core::Record;
 use std::collections::BTreeSet;
 
+fn written_at(mut record: Record, changed_at_ms: u64) -> Record {
+    record.changed_at_ms = changed_at_ms;
+    record
+}
+
 fn keys(dump: &str) -> BTreeSet<String> {
-    dump.lines().map(|l| serde_json::from_str::<Record>(l).unwrap().key.to_string()).collect()
+    dump_records(dump).iter().map(|r| r.key.to_string()).collect()
 }
 
 #[tokio::test]
@@ -23,15 +28,20 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         withdrawn_pool("buried", 3 * DAY),
         withdrawn_pool("fresh", 36 * 60 * MINUTE),
         cluster_record("gone", now - 3 * DAY),
-        // Lives on its cluster's lease, has no expiry of its own: kept.
+        // Lives on its cluster's lease: goes a retention after the later
+        // of that lease's end and its own last write.
+        written_at(export_record("gone", "api", 80, 1_700_000_000), now - 4 * DAY),
         export_record("gone", "web", 80, 1_700_000_000),
+        cluster_record("up", now + 10 * MINUTE),
+        written_at(export_record("up", "web", 80, 1_700_000_000), now - 30 * DAY),
     ])
     .await;
-    let before = t.admin(&["dump"]).expect(0).stdout;
+    let before = dump_records(&t.admin(&["dump"]).expect(0).stdout);
     let doomed: BTreeSet<String> = [
         format!("pool/{}", pool_id("old")),
         format!("pool/{}", pool_id("buried")),
         "cluster/gone".to_owned(),
+        "export/gone/llm/api".to_owned(),
     ]
     .into();
 
@@ -46,11 +56,15 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         .collect();
     assert_eq!(listed, doomed);
     assert!(dry["items"].as_array().unwrap().iter().all(|i| i["outcome"] == "would_delete"));
-    assert_eq!(t.admin(&["dump"]).expect(0).stdout, before, "a dry run deletes nothing");
+    assert_eq!(
+        dump_records(&t.admin(&["dump"]).expect(0).stdout),
+        before,
+        "a dry run deletes nothing"
+    );
     let table = t.admin(&["gc", "--dry-run"]).expect(0).stdout;
     assert!(
         table.ends_with(&format!(
-            "dry run: would delete 3 items of us-east-1 in {} past the retention (172800s); \
+            "dry run: would delete 4 items of us-east-1 in {} past the retention (172800s); \
              deleted nothing\nleft 0 items of other regions alone\n",
             t.table
         )),
@@ -60,7 +74,7 @@ async fn gc_deletes_only_what_is_past_the_retention() {
     let run = t.admin(&["gc", "--retention-secs", "172800"]).expect(0);
     assert!(
         run.stdout.ends_with(&format!(
-            "deleted 3 items of us-east-1 in {} past the retention (172800s); kept 0 rewritten \
+            "deleted 4 items of us-east-1 in {} past the retention (172800s); kept 0 rewritten \
              meanwhile\nleft 0 items of other regions alone\n",
             t.table
         )),
@@ -68,15 +82,22 @@ async fn gc_deletes_only_what_is_past_the_retention() {
         run.stdout
     );
     let after = keys(&t.admin(&["dump"]).expect(0).stdout);
-    let expected: BTreeSet<String> = keys(&before).difference(&doomed).cloned().collect();
+    let before: BTreeSet<String> = before.iter().map(|r| r.key.to_string()).collect();
+    let expected: BTreeSet<String> = before.difference(&doomed).cloned().collect();
     assert_eq!(after, expected);
 
     // With the shortest retention allowed the recent ones go too; the live
-    // pool and the export stay.
+    // pool, the export written since its cluster ended and the export of
+    // the live cluster stay.
     t.admin(&["gc", "--retention-secs", "86402"]).expect(0);
     let left = keys(&t.admin(&["dump"]).expect(0).stdout);
-    let want: BTreeSet<String> =
-        [format!("pool/{}", pool_id("live")), "export/gone/llm/web".to_owned()].into();
+    let want: BTreeSet<String> = [
+        format!("pool/{}", pool_id("live")),
+        "export/gone/llm/web".to_owned(),
+        "cluster/up".to_owned(),
+        "export/up/llm/web".to_owned(),
+    ]
+    .into();
     assert_eq!(left, want);
     let nothing = t.admin(&["gc", "--retention-secs", "86402", "-o", "json"]).expect(0).json();
     assert_eq!(nothing["items"], serde_json::json!([]));
@@ -86,7 +107,8 @@ async fn gc_deletes_only_what_is_past_the_retention() {
 async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
     let Some(t) = Fixture::new("gc-short").await else { return };
     t.put(&[withdrawn_pool("buried", 3 * DAY)]).await;
-    let before = t.admin(&["dump"]).expect(0).stdout;
+    let dump = t.admin(&["dump"]).expect(0).stdout;
+    let before = dump_records(&dump);
     for args in [
         &["gc", "--retention-secs", "86401"][..],
         &["gc", "--retention-secs", "86402", "--skew-allowance-ms", "1500"],
@@ -94,7 +116,7 @@ async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
         &["doctor", "--retention-secs", "3600"],
         &["restore", "-", "--retention-secs", "86400"],
     ] {
-        let run = t.admin_with_stdin(args, &before).expect(2);
+        let run = t.admin_with_stdin(args, &dump).expect(2);
         assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
         assert!(
             run.stderr.contains("is below the minimum of 8640")
@@ -103,7 +125,7 @@ async fn a_retention_shorter_than_a_day_plus_twice_the_skew_is_refused() {
             run.stderr
         );
     }
-    assert_eq!(t.admin(&["dump"]).expect(0).stdout, before, "nothing deleted");
+    assert_eq!(dump_records(&t.admin(&["dump"]).expect(0).stdout), before, "nothing deleted");
 }
 
 /// gc in one region deleted the other regions' items through its own

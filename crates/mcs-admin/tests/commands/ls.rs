@@ -43,6 +43,13 @@ async fn ls_pools_prints_the_served_array() {
     }
     let yaml = t.admin(&["ls", "pools", "-o", "yaml"]).expect(0).stdout;
     assert_eq!(yaml.matches("- pool_id: ").count(), 2, "{yaml}");
+
+    // Issue 14, defect 9: `ls pools` but `get pool`; both spellings work
+    // for both commands.
+    assert_eq!(t.admin(&["ls", "pool", "-o", "json"]).expect(0).stdout, run.stdout);
+    let id = pool_id("alpha");
+    let one = t.admin(&["get", "pools", &id, "-o", "json"]).expect(0).json();
+    assert_eq!(one["key"], format!("pool/{id}"));
 }
 
 #[tokio::test]
@@ -77,6 +84,18 @@ async fn ls_all_gives_every_record_a_reason() {
     assert!(withdrawn["item"].is_null(), "a tombstone has no item");
     let expired = pools.as_array().unwrap().iter().find(|e| e["reason"] == "expired").unwrap();
     assert_eq!(expired["item"]["pool_key"]["dgd_name"], "gamma");
+
+    // Issue 14, defect 9: `--all` switched to rows of some 170 columns.
+    // The versions (56 columns each) come only with `-o wide`.
+    let table = t.admin(&["ls", "pools", "--all"]).expect(0).stdout;
+    assert!(table.starts_with("REASON     KEY                               OWNER"), "{table}");
+    let widest = table.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 120, "{widest} columns:\n{table}");
+    let wide = t.admin(&["ls", "pools", "--all", "-o", "wide"]).expect(0).stdout;
+    assert!(wide.contains("  VERSION  "), "{wide}");
+    assert!(wide.contains("@reg-test  relay-alpha"), "{wide}");
+    let served_wide = t.admin(&["ls", "pools", "-o", "wide"]).expect(0).stdout;
+    assert_eq!(served_wide, t.admin(&["ls", "pools"]).expect(0).stdout, "same as table");
 
     let exports = t.admin(&["ls", "exports", "--all"]).expect(0).stdout;
     let lines: Vec<&str> = exports.lines().collect();

@@ -317,3 +317,33 @@ pub fn router_record(router_id: &str) -> Record {
 pub fn pool_id(dgd_name: &str) -> String {
     pool_key(dgd_name).id().to_string()
 }
+
+/// A dump of `records` as `mcs-admin dump` writes it: the header line, one
+/// record per line, the trailer with the count.
+pub fn dump_of(records: &[&Record]) -> String {
+    let header = serde_json::json!({
+        "format": "mcs-admin-dump", "version": 1, "table": "source", "region": REGION,
+        "dumped_at": "2026-12-03T00:00:00Z", "dumped_at_ms": 1_796_256_000_000u64,
+    });
+    let mut text = format!("{header}\n");
+    for record in records {
+        text.push_str(&serde_json::to_string(record).unwrap());
+        text.push('\n');
+    }
+    text.push_str(&format!("{{\"end\":\"mcs-admin-dump\",\"records\":{}}}\n", records.len()));
+    text
+}
+
+/// The records of a dump (what lies between its header and its trailer),
+/// checking that both are there and that the count matches.
+pub fn dump_records(dump: &str) -> Vec<Record> {
+    let lines: Vec<&str> = dump.lines().collect();
+    let (first, rest) = lines.split_first().expect("a header");
+    let (last, body) = rest.split_last().expect("a trailer");
+    let header: serde_json::Value = serde_json::from_str(first).unwrap();
+    assert_eq!(header["format"], "mcs-admin-dump", "{first}");
+    let trailer: serde_json::Value = serde_json::from_str(last).unwrap();
+    assert_eq!(trailer["end"], "mcs-admin-dump", "{last}");
+    assert_eq!(trailer["records"].as_u64(), Some(body.len() as u64), "{last}");
+    body.iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+}

@@ -24,6 +24,27 @@ fn usage_errors_exit_2() {
     assert!(run.stderr.contains("--table"), "{}", run.stderr);
 }
 
+/// Issue 14, defect 9: errors found after parsing printed the top-level
+/// usage; they print the subcommand's, as clap's own errors do.
+#[test]
+fn a_usage_error_shows_the_usage_of_its_subcommand() {
+    for (args, usage) in [
+        (&["get", "pool", "XYZ", "--table", "t", "--region", "us-east-1"][..], "get"),
+        (&["ls", "imports", "--all", "--table", "t"], "ls"),
+        (&["gc", "--retention-secs", "5", "--table", "t"], "gc"),
+        (&["describe"], "describe"),
+        (&["dump", "-o", "yaml", "--table", "t"], "dump"),
+    ] {
+        let run = admin(args, None);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!("Usage: mcs-admin {usage} ")),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
 #[test]
 fn help_lists_every_command() {
     let run = admin(&["--help"], None);

@@ -255,7 +255,9 @@ async fn clusters_exports_and_imports() {
         );
     }
 
-    let gone = h.call(Method::DELETE, "/v1/clusters/east/exports/llm/web", None, &[]).await;
+    let gone = h
+        .call(Method::DELETE, "/v1/clusters/east/exports/llm/web?incarnation=east-1", None, &[])
+        .await;
     assert_eq!(gone.status, StatusCode::OK, "{}", gone.body);
     let imports = h.get("/v1/imports").await;
     assert_eq!(imports.body["imports"][0]["ports"][0]["port"], json!(8080));
@@ -274,6 +276,34 @@ async fn clusters_exports_and_imports() {
         "exports live on their cluster"
     );
     assert_eq!(h.get("/v1/exports").await.body["exports"], json!([]));
+}
+
+#[tokio::test]
+async fn an_export_is_withdrawn_only_by_its_cluster_lease_holder_while_it_is_live() {
+    let h = harness().await;
+    let reply = h.send(Method::PUT, "/v1/clusters/east", json!({"incarnation": "east-1"})).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let reply = h
+        .send(Method::PUT, "/v1/clusters/east/exports/llm/web", export("2026-12-01T00:00:00Z", 80))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    for query in ["", "?incarnation=east-0"] {
+        let uri = format!("/v1/clusters/east/exports/llm/web{query}");
+        let refused = h.call(Method::DELETE, &uri, None, &[]).await;
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{query}: {}", refused.body);
+        assert_eq!(refused.body["error"], json!("owned"));
+        assert_eq!(refused.body["owner"], json!("east-1"));
+        assert!(refused.body["lease_until_ms"].is_u64(), "{}", refused.body);
+    }
+    assert_eq!(h.get("/v1/exports").await.body["exports"].as_array().unwrap().len(), 1);
+
+    // Once the cluster is withdrawn its exports are no longer served, and
+    // anyone may withdraw them (cleaning up what a removed cluster left).
+    let left = h.call(Method::DELETE, "/v1/clusters/east?incarnation=east-1", None, &[]).await;
+    assert_eq!(left.status, StatusCode::OK, "{}", left.body);
+    assert_eq!(h.get("/v1/exports").await.body["exports"], json!([]));
+    let cleaned = h.call(Method::DELETE, "/v1/clusters/east/exports/llm/web", None, &[]).await;
+    assert_eq!(cleaned.status, StatusCode::OK, "{}", cleaned.body);
 }
 
 #[tokio::test]
