@@ -45,6 +45,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<
         table: args.other_table.clone().unwrap_or_else(|| here.table.clone()),
         region: Some(args.other_region.clone()),
         endpoint: args.other_endpoint.clone().or_else(|| here.endpoint.clone()),
+        connect_timeout: here.connect_timeout,
     };
     let progress = Progress::spinner("reading both replicas");
     let read = tokio::try_join!(read(&here), read(&there));
