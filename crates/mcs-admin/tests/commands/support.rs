@@ -105,7 +105,12 @@ pub fn admin_in(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run
         .spawn()
         .expect("mcs-admin starts");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        // A run that fails before reading its input (a usage error) closes
+        // the pipe first: a broken pipe here is no failure of the test.
+        let written = child.stdin.take().unwrap().write_all(input.as_bytes());
+        if let Err(e) = written {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing stdin: {e}");
+        }
     }
     let out = child.wait_with_output().unwrap();
     Run {
