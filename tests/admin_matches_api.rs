@@ -46,7 +46,7 @@ async fn admin_ls_prints_what_the_registry_serves() {
         );
         stdout
     };
-    assert!(admin(&["migrate"]).contains("created table"));
+    assert!(admin(&["migrate", "--create"]).contains("created table"));
 
     let registry = RegistryProcess::start(
         &binaries.registry,

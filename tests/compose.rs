@@ -282,6 +282,18 @@ fn ports_endpoints_and_order_line_up() {
         let condition = &services[inv.service.as_str()]["depends_on"]["migrate"]["condition"];
         assert_eq!(condition.as_str(), Some("service_completed_successfully"), "{}", inv.service);
     }
+    // The migrate starts once DynamoDB answers (a healthcheck, not merely a
+    // started container), creates the table explicitly, and retries a
+    // refused connection meanwhile.
+    let migrate = invocations.iter().find(|i| i.binary == "mcs-admin").expect("a migrate");
+    let depends = &services[migrate.service.as_str()]["depends_on"];
+    let storage = depends.as_mapping().expect("depends_on with conditions").keys().next().unwrap();
+    assert_eq!(depends[storage]["condition"].as_str(), Some("service_healthy"));
+    let healthcheck = strings(&services[storage.as_str().unwrap()]["healthcheck"]["test"]);
+    assert!(healthcheck.iter().any(|t| t.contains("8000")), "{healthcheck:?}");
+    for flag in ["--create", "--storage-connect-timeout-secs="] {
+        assert!(migrate.args.iter().any(|a| a.starts_with(flag)), "{flag}: {:?}", migrate.args);
+    }
     endpoints.dedup();
     assert_eq!(endpoints.len(), 1, "one table, one endpoint: {endpoints:?}");
     // Two registries on distinct host ports.

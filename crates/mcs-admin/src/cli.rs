@@ -49,6 +49,11 @@ pub struct GlobalArgs {
     #[arg(long, env = "MCS_DYNAMODB_ENDPOINT", global = true)]
     pub dynamodb_endpoint: Option<String>,
 
+    /// How long to retry reaching storage (refused connections, timeouts)
+    /// before giving up; 0 tries once.
+    #[arg(long, env = "MCS_STORAGE_CONNECT_TIMEOUT_SECS", default_value_t = 10, global = true)]
+    pub storage_connect_timeout_secs: u64,
+
     /// How long past its expiry a lease still counts as live; use the
     /// registry's value.
     #[arg(long, env = "MCS_SKEW_ALLOWANCE_MS", default_value_t = 1_000, global = true)]
@@ -69,8 +74,9 @@ pub struct GlobalArgs {
 /// The operations.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// Create the table or apply its missing migrations.
-    Migrate,
+    /// Apply the table's missing migrations and repair what drifted from
+    /// them (TTL, stream, index); with --create, create the table if absent.
+    Migrate(MigrateArgs),
     /// Schema version, item counts, index, TTL, stream and replicas.
     Describe,
     /// List what the registry serves (or, with --all, every record).
@@ -96,11 +102,21 @@ pub enum Command {
     Diff(DiffArgs),
 }
 
+/// `migrate`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// Create the table when it does not exist at this region and endpoint;
+    /// without it, an absent table is an error (a wrong --region or
+    /// --dynamodb-endpoint would otherwise create an empty table there).
+    #[arg(long)]
+    pub create: bool,
+}
+
 impl Command {
     /// The subcommand's name, as on the command line.
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Migrate => "migrate",
+            Command::Migrate(_) => "migrate",
             Command::Describe => "describe",
             Command::Ls(_) => "ls",
             Command::Get(_) => "get",
@@ -305,7 +321,7 @@ mod tests {
         for cli in [before.unwrap(), after.unwrap()] {
             assert_eq!(cli.global.table.as_deref(), Some("t"));
             assert_eq!(cli.global.output, Format::Json);
-            assert!(matches!(cli.command, Command::Migrate));
+            assert!(matches!(cli.command, Command::Migrate(MigrateArgs { create: false })));
         }
     }
 

@@ -1,13 +1,16 @@
 //! Opening the table named by the global flags, with the AWS default
 //! credential chain (environment, profile, web identity/IRSA, instance
-//! metadata), and checking its schema before reading it.
+//! metadata), waiting for storage to answer (`--storage-connect-timeout-secs`),
+//! and checking its schema before reading it.
 
 use crate::UsageError;
 use crate::cli::GlobalArgs;
 use anyhow::Context as _;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use mcs_store::{DynamoConfig, DynamoStore, StoreError};
-use std::time::Duration;
+use mcs_store::{Backoff, DynamoConfig, DynamoStore, StoreError};
+use std::time::{Duration, Instant};
+
+/// The first delay between attempts to reach storage, and the longest.
+const CONNECT_BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(5));
 
 /// Where a table is: name, region and endpoint (each its own field in
 /// JSON and YAML).
@@ -19,6 +22,8 @@ pub struct Location {
     pub region: Option<String>,
     /// An endpoint override.
     pub endpoint: Option<String>,
+    /// How long to retry reaching storage before giving up.
+    pub connect_timeout: Duration,
 }
 
 impl Location {
@@ -40,6 +45,7 @@ impl Location {
             table,
             region: global.region.clone(),
             endpoint: global.dynamodb_endpoint.clone(),
+            connect_timeout: Duration::from_secs(global.storage_connect_timeout_secs),
         })
     }
 
@@ -51,15 +57,45 @@ impl Location {
         }
     }
 
-    /// A store on this table; `retention` sets the `ttl` of items it writes.
+    /// A store on this table, once storage answers; `retention` sets the
+    /// `ttl` of items it writes. While storage is unreachable (refused
+    /// connections, timeouts: a DynamoDB Local still starting), it retries
+    /// for up to the connect timeout, one line on stderr per failed attempt.
     pub async fn open(&self, retention: Duration) -> anyhow::Result<DynamoStore> {
         let mut config = DynamoConfig::new(&self.table);
         config.region = self.region.clone();
         config.endpoint = self.endpoint.clone();
         config.retention = retention;
-        DynamoStore::connect(config)
+        let store = DynamoStore::connect(config)
             .await
-            .with_context(|| format!("connecting to table {}", self.describe()))
+            .with_context(|| format!("connecting to table {}", self.describe()))?;
+        let started = Instant::now();
+        let mut backoff = Backoff::new(CONNECT_BACKOFF.0, CONNECT_BACKOFF.1);
+        loop {
+            match store.table_exists().await {
+                Ok(_) => return Ok(store),
+                Err(e) if e.is_unavailable() => {
+                    let left = self.connect_timeout.saturating_sub(started.elapsed());
+                    if left.is_zero() {
+                        return Err(e).with_context(|| {
+                            format!(
+                                "storage did not answer within --storage-connect-timeout-secs {}",
+                                self.connect_timeout.as_secs()
+                            )
+                        });
+                    }
+                    let delay = backoff.next_delay().min(left);
+                    eprintln!(
+                        "mcs-admin: {e}; retrying in {:.1}s ({}s left of \
+                         --storage-connect-timeout-secs)",
+                        delay.as_secs_f64(),
+                        left.as_secs()
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
 
@@ -76,16 +112,4 @@ pub async fn ensure_schema(store: &DynamoStore) -> anyhow::Result<()> {
         )),
         Err(e) => Err(e.into()),
     }
-}
-
-/// A failed SDK call `op` on `table`, as a readable error.
-pub fn sdk_error<E, R>(op: &str, table: &str, err: SdkError<E, R>) -> anyhow::Error
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    if err.as_service_error().and_then(|e| e.code()) == Some("ResourceNotFoundException") {
-        return anyhow::anyhow!("{op} on {table}: no such table (run mcs-admin migrate)");
-    }
-    anyhow::anyhow!("{op} on {table}: {}", DisplayErrorContext(&err))
 }

@@ -2,9 +2,7 @@
 //! not carry, such as `ttl`), decoded exactly as the store decodes them, and
 //! the [`View`] built from them as the registry builds its own.
 
-use crate::connect::sdk_error;
 use crate::progress::Progress;
-use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::{Record, View};
 use mcs_store::DynamoStore;
@@ -103,12 +101,7 @@ pub fn view_of(records: impl IntoIterator<Item = Record>, skew_ms: u64, now_ms: 
 pub async fn scan(store: &DynamoStore, progress: &Progress) -> anyhow::Result<Scan> {
     let mut segments = JoinSet::new();
     for segment in 0..SEGMENTS {
-        segments.spawn(scan_segment(
-            store.client().clone(),
-            store.table().to_owned(),
-            segment,
-            progress.clone(),
-        ));
+        segments.spawn(scan_segment(store.clone(), segment, progress.clone()));
     }
     let mut items = Vec::new();
     while let Some(joined) = segments.join_next().await {
@@ -119,14 +112,14 @@ pub async fn scan(store: &DynamoStore, progress: &Progress) -> anyhow::Result<Sc
 }
 
 async fn scan_segment(
-    client: Client,
-    table: String,
+    store: DynamoStore,
     segment: i32,
     progress: Progress,
 ) -> anyhow::Result<Vec<Item>> {
-    let mut pages = client
+    let mut pages = store
+        .client()
         .scan()
-        .table_name(&table)
+        .table_name(store.table())
         .segment(segment)
         .total_segments(SEGMENTS)
         .consistent_read(true)
@@ -134,7 +127,7 @@ async fn scan_segment(
         .send();
     let mut items = Vec::new();
     while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| sdk_error("scan", &table, e))?;
+        let page = page.map_err(|e| store.sdk_error("scan", e))?;
         let got = page.items.unwrap_or_default();
         progress.inc(got.len() as u64);
         items.extend(got);

@@ -59,6 +59,12 @@ pub struct Args {
     #[arg(long, env = "MCS_DYNAMODB_ENDPOINT")]
     pub dynamodb_endpoint: Option<String>,
 
+    /// How long to wait at startup for storage to answer with a table this
+    /// binary may use, retrying with backoff meanwhile (serving, not ready);
+    /// then exit 1. 0 waits for ever, as suits Kubernetes (with --storage dynamodb).
+    #[arg(long, env = "MCS_STORAGE_CONNECT_TIMEOUT_SECS", default_value_t = 0)]
+    pub storage_connect_timeout_secs: u64,
+
     /// Lease granted to pools, routers and clusters; at most one day.
     #[arg(long, env = "MCS_LEASE_DURATION_SECS", default_value_t = 30)]
     pub lease_duration_secs: u64,
@@ -198,6 +204,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// This registrar's writer id.
     pub writer_id: String,
+    /// How long to wait for storage at startup; `None`: for ever.
+    pub storage_connect_timeout: Option<Duration>,
 }
 
 impl Settings {
@@ -215,6 +223,9 @@ impl Settings {
                     if value.is_some() {
                         return Err(format!("{flag} needs --storage dynamodb"));
                     }
+                }
+                if args.storage_connect_timeout_secs != 0 {
+                    return Err("--storage-connect-timeout-secs needs --storage dynamodb".into());
                 }
             }
             StorageKind::Dynamodb => {
@@ -293,6 +304,9 @@ impl Settings {
             max_watches: args.max_watches,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             writer_id,
+            storage_connect_timeout: Some(args.storage_connect_timeout_secs)
+                .filter(|secs| *secs > 0)
+                .map(Duration::from_secs),
         })
     }
 }
@@ -321,6 +335,7 @@ mod tests {
             (&["--heartbeat-interval-secs", "30"], "below"),
             (&["--heartbeat-interval-secs", "0"], "above zero"),
             (&["--table", "t"], "--table needs --storage dynamodb"),
+            (&["--storage-connect-timeout-secs", "5"], "needs --storage dynamodb"),
             (&["--storage", "dynamodb"], "needs --table"),
             (&["--refresh-interval-ms", "0"], "--refresh-interval-ms"),
             (&["--stale-after-secs", "1"], "--stale-after-secs"),

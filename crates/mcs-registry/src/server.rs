@@ -2,6 +2,12 @@
 //! and admin ports over HTTP/1.1 with idle timeouts, and shut down
 //! gracefully on SIGTERM or SIGINT (long-polls end at once, requests in
 //! flight are drained).
+//!
+//! Storage is not needed to start serving: the ports open at once, and the
+//! reader starts once the table answers at a schema this binary may use
+//! ([`wait_for_table`], retried with backoff). Meanwhile `/healthz` is ok,
+//! `/readyz` and writes answer 503 (the view is not ready before the first
+//! full read), so Kubernetes waits instead of restarting in a crash loop.
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Args, LogFormat, Settings, StorageKind};
@@ -15,7 +21,7 @@ use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use mcs_store::{DynamoConfig, DynamoStore, MemoryStore, Store};
+use mcs_store::{Backoff, DynamoConfig, DynamoStore, MemoryStore, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -79,11 +85,12 @@ impl Registry {
     }
 }
 
-/// Runs the registry until SIGTERM or SIGINT.
+/// Runs the registry until SIGTERM or SIGINT, or until storage did not
+/// answer within `--storage-connect-timeout-secs` (an error). Logging must
+/// be set up first ([`init_tracing`]).
 pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
-    init_tracing(&args)?;
     let metrics = crate::metrics::install();
-    let store = open_store(&args, &settings).await?;
+    let (store, table) = open_store(&args, &settings).await?;
     let registry = Registry::new(store, Arc::new(SystemClock), &settings);
     let api = TcpListener::bind(args.listen)
         .await
@@ -99,7 +106,20 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         "mcs-registry listening"
     );
     let stop = registry.state.shutdown.clone();
-    let reader = tokio::spawn(registry.reader.run(stop.clone()));
+    let reader = registry.reader;
+    let timeout = settings.storage_connect_timeout;
+    let mut reader = tokio::spawn({
+        let mut stop = stop.clone();
+        async move {
+            if let Some(table) = table
+                && !wait_for_table(&table, timeout, &mut stop).await?
+            {
+                return Ok(());
+            }
+            reader.run(stop).await;
+            anyhow::Ok(())
+        }
+    });
     let api_task = tokio::spawn(serve(
         api,
         router(registry.state.clone()),
@@ -115,35 +135,111 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         stop,
     ));
 
-    shutdown_signal().await;
+    // The reader ends early only when storage did not answer within
+    // --storage-connect-timeout-secs.
+    let ended_early = tokio::select! {
+        _ = shutdown_signal() => None,
+        ended = &mut reader => Some(ended),
+    };
     tracing::info!("shutting down: draining requests");
     registry.shutdown.send_replace(true);
-    let _ = tokio::join!(api_task, admin_task, reader);
+    let _ = tokio::join!(api_task, admin_task);
+    let ended = match ended_early {
+        Some(ended) => ended,
+        None => reader.await,
+    };
+    ended??;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Opens the configured store; a DynamoDB table must exist at the schema
-/// version this binary writes, else startup fails naming the problem.
-async fn open_store(args: &Args, settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the configured store, without calling it: a DynamoDB store comes
+/// back twice, as the registry's store and as the table for
+/// [`wait_for_table`] to check before the reader starts.
+async fn open_store(
+    args: &Args,
+    settings: &Settings,
+) -> anyhow::Result<(Arc<dyn Store>, Option<DynamoStore>)> {
     match args.storage {
-        StorageKind::Memory => Ok(Arc::new(MemoryStore::new())),
+        StorageKind::Memory => Ok((Arc::new(MemoryStore::new()), None)),
         StorageKind::Dynamodb => {
             let mut config = DynamoConfig::new(args.table.clone().unwrap_or_default());
             config.region = args.region.clone();
             config.endpoint = args.dynamodb_endpoint.clone();
             config.retention = settings.retention;
             let store = DynamoStore::connect(config).await.context("configuring DynamoDB")?;
-            let version = store
-                .ensure_schema()
-                .await
-                .with_context(|| format!("checking table {}", store.table()))?;
-            tracing::info!(
-                table = store.table(),
-                schema_version = version,
-                "table schema is current"
-            );
-            Ok(Arc::new(store))
+            Ok((Arc::new(store.clone()), Some(store)))
+        }
+    }
+}
+
+/// The first delay between startup checks of the table, and the longest.
+const TABLE_BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(15));
+
+/// Waits until `table` answers at a schema version this binary may use
+/// (`DynamoStore::ensure_schema`: its own, or one additive migration ahead),
+/// checking again with backoff, one log line per failed check. Every
+/// failure is retried, not only an unreachable endpoint: a missing or
+/// unmigrated table is usually a migration job still running, a table too
+/// new a rollout to finish or roll back, and either way exiting would only
+/// crash-loop; those are logged at error level with the fix. Gives up
+/// after `timeout` when one is set; `Ok(false)` when stopped first.
+pub async fn wait_for_table(
+    table: &DynamoStore,
+    timeout: Option<Duration>,
+    stop: &mut watch::Receiver<bool>,
+) -> anyhow::Result<bool> {
+    let started = tokio::time::Instant::now();
+    let mut backoff = Backoff::new(TABLE_BACKOFF.0, TABLE_BACKOFF.1);
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let error = match table.ensure_schema().await {
+            Ok(version) if version > mcs_store::dynamo::SCHEMA_VERSION => {
+                tracing::warn!(
+                    target_table = %table.target(),
+                    schema_version = version,
+                    binary_schema_version = mcs_store::dynamo::SCHEMA_VERSION,
+                    "table is one additive migration ahead of this binary: serving it (N-1/N); \
+                     finish the rollout"
+                );
+                return Ok(true);
+            }
+            Ok(version) => {
+                tracing::info!(
+                    target_table = %table.target(),
+                    schema_version = version,
+                    "table schema is current"
+                );
+                return Ok(true);
+            }
+            Err(error) => error,
+        };
+        let elapsed = started.elapsed();
+        if let Some(timeout) = timeout
+            && elapsed >= timeout
+        {
+            return Err(anyhow::Error::from(error).context(format!(
+                "no usable table within --storage-connect-timeout-secs {}",
+                timeout.as_secs()
+            )));
+        }
+        let mut delay = backoff.next_delay();
+        if let Some(timeout) = timeout {
+            delay = delay.min(timeout.saturating_sub(elapsed));
+        }
+        let retry_in_ms = delay.as_millis() as u64;
+        match &error {
+            StoreError::Unavailable(_) => {
+                tracing::warn!(attempt, retry_in_ms, %error, "storage not reachable; not ready, retrying");
+            }
+            _ => {
+                tracing::error!(attempt, retry_in_ms, %error, "table not usable; not ready, retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stopped(stop) => return Ok(false),
         }
     }
 }
@@ -242,9 +338,23 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_tracing(args: &Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
-        .with_context(|| format!("--log / MCS_LOG {:?} is not a valid filter", args.log))?;
+/// Installs the log subscriber of `--log` and `--log-format`. An invalid
+/// `--log` filter is an error (a usage error: exit 2), after installing
+/// the subscriber with the filter `info`, so that the error itself can be
+/// logged in the chosen format.
+pub fn init_tracing(args: &Args) -> anyhow::Result<()> {
+    let (filter, invalid) = match tracing_subscriber::EnvFilter::try_new(&args.log) {
+        Ok(filter) => (filter, None),
+        Err(e) => (
+            tracing_subscriber::EnvFilter::new("info"),
+            Some(anyhow::anyhow!("--log / MCS_LOG {:?} is not a valid filter: {e}", args.log)),
+        ),
+    };
+    install_subscriber(args, filter)?;
+    invalid.map_or(Ok(()), Err)
+}
+
+fn install_subscriber(args: &Args, filter: tracing_subscriber::EnvFilter) -> anyhow::Result<()> {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

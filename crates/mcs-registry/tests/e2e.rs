@@ -139,3 +139,173 @@ async fn inconsistent_flags_exit_with_code_2() {
         assert!(stderr.contains("mcs-registry: --"), "{args:?}: {stderr}");
     }
 }
+
+fn registry_output(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcs-registry"))
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .args(args)
+        .env_clear()
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// The one JSON log line at level ERROR of `stderr`, checked to be the
+/// last line.
+fn error_line(stderr: &str) -> Value {
+    let last = stderr.lines().last().unwrap_or_default();
+    let event: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(event["level"], "ERROR", "{stderr}");
+    event
+}
+
+#[test]
+fn an_invalid_log_filter_exits_2_in_either_format() {
+    let text = registry_output(&["--log", "foo=["], &[]);
+    assert_eq!(text.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert!(
+        stderr.starts_with("mcs-registry: --log / MCS_LOG \"foo=[\" is not a valid filter"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let json = registry_output(&["--log", "foo=[", "--log-format", "json"], &[]);
+    assert_eq!(json.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let event = error_line(&stderr);
+    assert!(
+        event["fields"]["message"].as_str().unwrap().contains("not a valid filter"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn startup_errors_are_json_lines_under_log_format_json() {
+    let flags = registry_output(&["--table", "t", "--log-format", "json"], &[]);
+    assert_eq!(flags.status.code(), Some(2));
+    let event = error_line(&String::from_utf8_lossy(&flags.stderr));
+    assert_eq!(event["fields"]["message"], "mcs-registry: --table needs --storage dynamodb");
+
+    // No region anywhere: the message names the flag, not only AWS_REGION.
+    let creds = [("AWS_ACCESS_KEY_ID", "a"), ("AWS_SECRET_ACCESS_KEY", "b")];
+    let region =
+        registry_output(&["--storage", "dynamodb", "--table", "t", "--log-format", "json"], &creds);
+    assert_eq!(region.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&region.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let message = error_line(&stderr)["fields"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("pass --region (or MCS_REGION)"), "{message}");
+}
+
+/// Without credentials the registry serves, not ready, and says why once
+/// per attempt; with a connect timeout it then exits 1, saying why in one
+/// line: no credentials, not an instance-metadata token failure.
+#[test]
+fn missing_credentials_are_named_and_retried_within_the_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let out = registry_output(
+        &[
+            "--storage",
+            "dynamodb",
+            "--table",
+            "t",
+            "--region",
+            "us-east-1",
+            "--dynamodb-endpoint",
+            &closed,
+            "--storage-connect-timeout-secs",
+            "1",
+            "--log-format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let retries: Vec<Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["fields"]["message"] == "table not usable; not ready, retrying")
+        .collect();
+    assert!(!retries.is_empty(), "{stderr}");
+    assert_eq!(retries[0]["fields"]["attempt"], 1, "{stderr}");
+    let want = format!(
+        "get_schema on table t in us-east-1 at {closed}: no AWS credentials found (environment, \
+         profile, web identity, instance metadata)"
+    );
+    assert!(retries[0]["fields"]["error"].as_str().unwrap().ends_with(&want), "{stderr}");
+    let last = error_line(&stderr);
+    let message = last["fields"]["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("mcs-registry: no usable table within --storage-connect-timeout-secs 1: "),
+        "{message}"
+    );
+    assert!(message.ends_with(&want), "{message}");
+    assert!(!stderr.contains("DispatchFailure") && !stderr.contains("IMDS"), "{stderr}");
+}
+
+/// Writes the schema item of `table` as a newer migrate would have.
+async fn stamp(endpoint: &str, table: &str, version: u32, compatible_from: Option<u32>) {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let mut config = mcs_store::DynamoConfig::new(table);
+    config.region = Some("us-east-1".into());
+    config.endpoint = Some(endpoint.to_owned());
+    let store = mcs_store::DynamoStore::connect(config).await.unwrap();
+    let mut put = store
+        .client()
+        .put_item()
+        .table_name(table)
+        .item("pk", AttributeValue::S("META".into()))
+        .item("sk", AttributeValue::S("SCHEMA".into()))
+        .item("version", AttributeValue::N(version.to_string()));
+    if let Some(from) = compatible_from {
+        put = put.item("compatible_from", AttributeValue::N(from.to_string()));
+    }
+    put.send().await.unwrap();
+}
+
+/// N-1/N: a registry keeps serving a table one additive migration ahead of
+/// it (old pods restart mid-rollout), and stays not ready on one that is
+/// not additive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_one_additive_migration_ahead_is_served() {
+    use mcs_store::dynamo::SCHEMA_VERSION;
+    let Some(endpoint) = support::dynamo_endpoint() else { return };
+    let additive = support::fresh_table(&endpoint, "ahead-additive").await;
+    stamp(&endpoint, &additive, SCHEMA_VERSION + 1, Some(SCHEMA_VERSION)).await;
+    let args = support::dynamo_args(&endpoint, &additive);
+    let registry =
+        RegistryProcess::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let http = reqwest::Client::new();
+    let reply = http
+        .post(format!("{}/v1/pools", registry.api_url()))
+        .json(&json!({
+            "pool_key": {"cluster_id": "c1", "namespace": "llm", "dgd_name": "a"},
+            "model": "m",
+            "location": {"region": "us-east-1"},
+            "capacity": {"workers": 1},
+            "relay_address": "10.0.1.7:9000"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert_eq!(registry.terminate().await, Some(0));
+
+    let breaking = support::fresh_table(&endpoint, "ahead-breaking").await;
+    stamp(&endpoint, &breaking, SCHEMA_VERSION + 1, Some(SCHEMA_VERSION + 1)).await;
+    let args = support::dynamo_args(&endpoint, &breaking);
+    let registry =
+        RegistryProcess::start_listening(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let readyz = http.get(format!("{}/readyz", registry.admin_url())).send().await.unwrap();
+    assert_eq!(readyz.status(), 503, "not ready on a table it may misread");
+    assert_eq!(registry.terminate().await, Some(0));
+}

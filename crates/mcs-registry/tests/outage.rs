@@ -2,7 +2,9 @@
 //! is stopped (SIGSTOP: it accepts connections and answers nothing, like a
 //! partitioned or hung endpoint). Writes answer 503 with `Retry-After`,
 //! reads keep serving the last view with `complete: false`, and both recover
-//! by themselves once it continues.
+//! by themselves once it continues. And storage absent at startup: the
+//! registry serves, not ready, until storage answers and the table is
+//! migrated.
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
@@ -24,6 +26,12 @@ impl PrivateMoto {
     /// Starts one from the venv `scripts/with-moto.sh` made, or `None` when
     /// there is none (failing under `CI=true`).
     async fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_on(port).await
+    }
+
+    /// The same, on `port`.
+    async fn start_on(port: u16) -> Option<Self> {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
         let python = root.join(".venv-moto/bin/python");
         if !python.exists() {
@@ -34,7 +42,6 @@ impl PrivateMoto {
             eprintln!("notice: no .venv-moto, skipping (run with scripts/with-moto.sh)");
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(python)
             .arg(root.join("scripts/moto_server_serialized.py"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -143,5 +150,49 @@ async fn writes_fail_fast_reads_go_stale_and_both_recover() {
     })
     .await;
     assert_eq!(list(&http, &api).await["pools"].as_array().unwrap().len(), 2);
+    assert_eq!(registry.terminate().await, Some(0));
+}
+
+/// Kubernetes starts pods before (or while) storage comes up: the registry
+/// must serve its ports, not ready, and keep trying, not exit and crash-loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_started_before_storage_becomes_ready_once_it_answers() {
+    if support::dynamo_endpoint().is_none() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let table = support::unique_table("late-storage");
+    let mut args = support::dynamo_args(&endpoint, &table);
+    args.extend(["--refresh-interval-ms", "200"].map(str::to_owned));
+    let registry =
+        RegistryProcess::start_listening(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let (api, admin) = (registry.api_url().to_owned(), registry.admin_url().to_owned());
+    let status = async |url: String| http.get(url).send().await.unwrap().status().as_u16();
+    let write = async || {
+        http.post(format!("{api}/v1/pools")).json(&pool("a")).send().await.unwrap().status()
+    };
+
+    // No storage at all: alive, not ready, writes refused.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(status(format!("{admin}/healthz")).await, 200);
+    assert_eq!(status(format!("{admin}/readyz")).await, 503);
+    assert_eq!(write().await, 503);
+
+    // Storage answers, but the table does not exist yet: still not ready.
+    let Some(moto) = PrivateMoto::start_on(port).await else { return };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(status(format!("{admin}/readyz")).await, 503);
+
+    // The migration job runs: ready, and writes go through.
+    support::migrate_table(&moto.endpoint, &table).await;
+    eventually(Duration::from_secs(30), "ready once the table is migrated", async || {
+        status(format!("{admin}/readyz")).await == 200
+    })
+    .await;
+    assert_eq!(write().await, 200);
+    assert_eq!(list(&http, &api).await["pools"].as_array().unwrap().len(), 1);
     assert_eq!(registry.terminate().await, Some(0));
 }

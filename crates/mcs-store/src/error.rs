@@ -10,9 +10,13 @@ pub enum StoreError {
     /// The table is missing, unmigrated or at an older schema version.
     #[error("storage schema: {0}")]
     Schema(String),
-    /// The table's schema is newer than this binary knows: a newer binary
-    /// migrated it. Nothing was changed; upgrade this binary.
-    #[error("storage schema version {found} is newer than this binary knows ({known})")]
+    /// The table's schema is newer than this binary knows, and not one
+    /// additive migration ahead of it: a newer binary migrated it. Nothing
+    /// was changed; upgrade this binary.
+    #[error(
+        "storage schema version {found} is newer than this binary knows ({known}) and not one \
+         additive migration ahead of it: upgrade this binary"
+    )]
     SchemaTooNew {
         /// The version the table records.
         found: u32,

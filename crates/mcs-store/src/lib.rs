@@ -8,6 +8,7 @@
 //! that applies the rule of [`mcs_core::decide`], a full read, and a read of
 //! what changed since a watermark.
 
+mod backoff;
 pub mod dynamo;
 mod error;
 mod memory;
@@ -15,6 +16,7 @@ pub mod metrics;
 #[cfg(feature = "testsuite")]
 pub mod testsuite;
 
+pub use backoff::Backoff;
 pub use dynamo::{DynamoConfig, DynamoStore, MAX_ITEM_BYTES, record_item_size};
 pub use error::StoreError;
 pub use memory::MemoryStore;

@@ -229,6 +229,78 @@ async fn migrate_creates_once_then_has_nothing_to_do() {
     assert_eq!(store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
 }
 
+/// A table at the current schema version made without the stream, the
+/// `changes` index and TTL (by hand, or by another tool; moto cannot turn a
+/// stream back on once it was on, so the drift is made at creation).
+async fn drifted_table(name: &str) -> Option<DynamoStore> {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    let endpoint = endpoint()?;
+    let sdk = sdk_config(Some(&endpoint)).await;
+    let client = Client::new(&sdk);
+    let table = unique_table(name);
+    let attribute = |name: &str, t| {
+        AttributeDefinition::builder().attribute_name(name).attribute_type(t).build().unwrap()
+    };
+    let key = |name: &str, t| {
+        KeySchemaElement::builder().attribute_name(name).key_type(t).build().unwrap()
+    };
+    client
+        .create_table()
+        .table_name(&table)
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("sk", ScalarAttributeType::S))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
+    client
+        .put_item()
+        .table_name(&table)
+        .item("pk", AttributeValue::S("META".into()))
+        .item("sk", AttributeValue::S("SCHEMA".into()))
+        .item("version", n(u64::from(SCHEMA_VERSION)))
+        .send()
+        .await
+        .unwrap();
+    Some(DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap())
+}
+
+#[tokio::test]
+async fn migrate_repairs_ttl_stream_and_index_drift() {
+    let Some(store) = drifted_table("drift").await else {
+        return;
+    };
+    let client = store.client();
+    let table = store.table();
+    assert_eq!(store.ensure_schema().await.unwrap(), SCHEMA_VERSION, "the version is current");
+    let repaired = store.migrate().await.unwrap();
+    assert!(repaired.applied.is_empty(), "{repaired}");
+    assert!(!repaired.is_up_to_date());
+    assert_eq!(
+        repaired.repaired,
+        vec![
+            "enabled stream with NEW_AND_OLD_IMAGES".to_owned(),
+            "creating index changes (DynamoDB backfills it; doctor reports it ACTIVE when done)"
+                .to_owned(),
+            "enabled ttl on ttl".to_owned(),
+        ]
+    );
+    let described = client.describe_table().table_name(table).send().await.unwrap();
+    let t = described.table().unwrap();
+    assert_eq!(t.global_secondary_indexes()[0].index_name(), Some("changes"));
+    assert_eq!(
+        t.stream_specification().unwrap().stream_view_type(),
+        Some(&StreamViewType::NewAndOldImages)
+    );
+    store.read_changed_since(0).await.unwrap();
+    let again = store.migrate().await.unwrap();
+    assert!(again.is_up_to_date(), "{again}");
+}
+
 #[tokio::test]
 async fn a_table_at_a_newer_schema_is_left_alone() {
     let Some(store) = new_store("newer").await else {
@@ -301,7 +373,16 @@ async fn a_missing_table_is_a_schema_error() {
     let key = mk_pool("a", 1, "w", None, None).key;
     assert!(matches!(store.get(&key).await.unwrap_err(), StoreError::Schema(_)));
     assert!(matches!(store.read_all().await.unwrap_err(), StoreError::Schema(_)));
-    assert!(matches!(store.ensure_schema().await.unwrap_err(), StoreError::Schema(_)));
+    let missing = store.ensure_schema().await.unwrap_err();
+    assert!(matches!(missing, StoreError::Schema(_)));
+    // Where it looked: a wrong region or endpoint shows in the message.
+    let text = missing.to_string();
+    assert!(
+        text.contains(&format!("table {} in us-east-1 at {endpoint}", store.table())),
+        "{text}"
+    );
+    assert!(text.contains("--region") && text.contains("migrate --create"), "{text}");
+    assert!(!store.table_exists().await.unwrap());
 }
 
 #[tokio::test]
@@ -316,6 +397,18 @@ async fn an_unreachable_endpoint_is_unavailable() {
     let store = DynamoStore::from_sdk_config(&sdk_config(None).await, config).unwrap();
     let err = store.put(&mk_pool("a", 1, "w", None, None), 0).await.unwrap_err();
     assert!(err.is_unavailable(), "{err:?}");
+    // One line: the call, the table, region and endpoint, the root cause;
+    // not the SDK's debug dump.
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "storage unavailable: put on table any in us-east-1 at {}",
+            store.target().endpoint
+        )),
+        "{text}"
+    );
+    assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    assert!(!text.contains('\n') && !text.contains("DispatchFailure"), "{text}");
 }
 
 /// A store on a migrated table whose requests go through `proxy`.

@@ -5,7 +5,7 @@
 use super::DEFAULT_RETENTION;
 use crate::Exit;
 use crate::cli::GlobalArgs;
-use crate::connect::{Location, sdk_error};
+use crate::connect::Location;
 use crate::output::{self, Format, Table};
 use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
@@ -56,14 +56,14 @@ pub(crate) async fn facts(store: &DynamoStore) -> anyhow::Result<Facts> {
         .table_name(table)
         .send()
         .await
-        .map_err(|e| sdk_error("describe_table", table, e))?;
+        .map_err(|e| store.sdk_error("describe_table", e))?;
     let ttl = store
         .client()
         .describe_time_to_live()
         .table_name(table)
         .send()
         .await
-        .map_err(|e| sdk_error("describe_time_to_live", table, e))?;
+        .map_err(|e| store.sdk_error("describe_time_to_live", e))?;
     let mut facts = Facts::default();
     if let Some(t) = described.table() {
         facts.status = t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_default();

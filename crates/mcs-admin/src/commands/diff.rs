@@ -47,6 +47,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<
         table: args.other_table.clone().unwrap_or_else(|| here.table.clone()),
         region: Some(args.other_region.clone()),
         endpoint: args.other_endpoint.clone().or_else(|| here.endpoint.clone()),
+        connect_timeout: here.connect_timeout,
     };
     let progress = Progress::spinner("reading both replicas");
     let read = tokio::try_join!(read(&here), read(&there));
@@ -216,8 +217,18 @@ mod tests {
         assert_eq!(pools.different, vec![pool_key("both").id().to_string()]);
         assert!(diffs[2].identical, "clusters are the same");
         let comparison = Comparison {
-            here: Location { table: "t".into(), region: Some("us-east-1".into()), endpoint: None },
-            there: Location { table: "t".into(), region: Some("eu-west-1".into()), endpoint: None },
+            here: Location {
+                table: "t".into(),
+                region: Some("us-east-1".into()),
+                endpoint: None,
+                connect_timeout: std::time::Duration::ZERO,
+            },
+            there: Location {
+                table: "t".into(),
+                region: Some("eu-west-1".into()),
+                endpoint: None,
+                connect_timeout: std::time::Duration::ZERO,
+            },
             identical: false,
             sections: diffs,
         };

@@ -190,9 +190,15 @@ fn stream(facts: &Facts) -> Check {
         (true, Some(WANT)) => Check::ok(NAME, format!("enabled, {WANT}")),
         (true, view) => Check::problem(
             NAME,
-            format!("enabled with {}, global tables need {WANT}", view.unwrap_or("no view type")),
+            format!(
+                "enabled with {}, global tables need {WANT}: run mcs-admin migrate",
+                view.unwrap_or("no view type")
+            ),
         ),
-        (false, _) => Check::problem(NAME, format!("disabled, global tables need {WANT}")),
+        (false, _) => Check::problem(
+            NAME,
+            format!("disabled, global tables need {WANT}: run mcs-admin migrate"),
+        ),
     }
 }
 

@@ -306,7 +306,7 @@ async fn delete_if_unchanged(
         {
             Ok(false)
         }
-        Err(e) => Err(crate::connect::sdk_error("delete_item", store.table(), e))
+        Err(e) => Err(anyhow::Error::from(store.sdk_error("delete_item", e)))
             .with_context(|| format!("deleting {}", record.key)),
     }
 }

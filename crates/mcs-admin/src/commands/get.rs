@@ -5,7 +5,6 @@
 
 use super::{DEFAULT_RETENTION, open_checked};
 use crate::cli::{GetArgs, GlobalArgs, RecordKind};
-use crate::connect::sdk_error;
 use crate::output::{self, Format, Table, attribute_cell, attribute_json};
 use crate::scan::{origin, view_of};
 use crate::state::{Reason, reason_of};
@@ -146,7 +145,7 @@ async fn items_of(store: &DynamoStore, key: &Key) -> anyhow::Result<Vec<Item>> {
             .set_exclusive_start_key(start)
             .send()
             .await
-            .map_err(|e| sdk_error("query", store.table(), e))?;
+            .map_err(|e| store.sdk_error("query", e))?;
         items.extend(page.items.unwrap_or_default());
         match page.last_evaluated_key {
             Some(last) => start = Some(last),

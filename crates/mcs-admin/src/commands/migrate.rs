@@ -1,15 +1,17 @@
-//! `migrate`: creates the table or applies its missing migrations
-//! (`mcs_store::dynamo::migrate`), and says what it did. A second run has
-//! nothing to do; a table at a newer schema than this binary is left alone
-//! and reported (exit 1).
+//! `migrate`: applies the table's missing migrations and repairs what
+//! drifted from what they declare (`mcs_store::dynamo::migrate`), and says
+//! what it did. A second run has nothing to do; a table at a newer schema
+//! than this binary is left alone and reported (exit 1). An absent table is
+//! created only with `--create`: without it, migrate exits 1 naming the
+//! region and endpoint where it looked.
 
 use super::DEFAULT_RETENTION;
 use crate::Exit;
-use crate::cli::GlobalArgs;
+use crate::cli::{GlobalArgs, MigrateArgs};
 use crate::connect::Location;
 use crate::output::{self, Format};
 use mcs_store::StoreError;
-use mcs_store::dynamo::{MigrationReport, migrate};
+use mcs_store::dynamo::MigrationReport;
 use serde::Serialize;
 
 /// What `migrate -o json|yaml` prints.
@@ -20,6 +22,7 @@ struct Report<'a> {
     to_version: u32,
     up_to_date: bool,
     applied: Vec<Applied<'a>>,
+    repaired: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -29,10 +32,20 @@ struct Applied<'a> {
     actions: &'a [String],
 }
 
-pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+pub(super) async fn run(global: &GlobalArgs, args: &MigrateArgs) -> anyhow::Result<Exit> {
     let location = Location::of(global)?;
     let store = location.open(DEFAULT_RETENTION).await?;
-    let report = match migrate(store.client(), store.table()).await {
+    if !args.create && !store.table_exists().await? {
+        let target = store.target();
+        anyhow::bail!(
+            "table {} is absent in region {} at endpoint {}: pass --create if creating it there \
+             is intended (else check --table, --region and --dynamodb-endpoint)",
+            target.table,
+            target.region,
+            target.endpoint
+        );
+    }
+    let report = match store.migrate().await {
         Ok(report) => report,
         Err(StoreError::SchemaTooNew { found, known }) => anyhow::bail!(
             "table {} is at schema version {found}, newer than this mcs-admin knows ({known}): \
@@ -60,6 +73,7 @@ fn render(report: &MigrationReport, format: Format) -> anyhow::Result<String> {
                 actions: &m.actions,
             })
             .collect(),
+        repaired: &report.repaired,
     };
     if let Some(text) = output::structured(format, &structured)? {
         return Ok(text);
@@ -87,6 +101,7 @@ mod tests {
                 description: "create".into(),
                 actions: vec!["created table".into()],
             }],
+            repaired: vec![],
         };
         assert_eq!(
             render(&done, Format::Table).unwrap(),
@@ -102,5 +117,14 @@ mod tests {
             "table t is at schema version 1: nothing to do\n"
         );
         assert!(render(&idle, Format::Yaml).unwrap().contains("up_to_date: true"));
+        let repaired = MigrationReport { repaired: vec!["enabled ttl on ttl".into()], ..idle };
+        assert_eq!(
+            render(&repaired, Format::Table).unwrap(),
+            "table t is at schema version 1: repaired what had drifted from it\n  repaired: enabled ttl on ttl\n"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&repaired, Format::Json).unwrap()).unwrap();
+        assert_eq!(json["up_to_date"], false);
+        assert_eq!(json["repaired"][0], "enabled ttl on ttl");
     }
 }

@@ -52,7 +52,7 @@ pub(crate) fn checked_retention(retention_secs: u64, skew_ms: u64) -> anyhow::Re
 pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     let global = &cli.global;
     match &cli.command {
-        Command::Migrate => migrate::run(global).await,
+        Command::Migrate(args) => migrate::run(global, args).await,
         Command::Describe => describe::run(global).await,
         Command::Ls(args) => ls::run(global, args).await,
         Command::Get(args) => get::run(global, args).await,

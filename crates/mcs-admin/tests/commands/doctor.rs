@@ -39,6 +39,76 @@ async fn a_healthy_table_exits_0() {
     );
 }
 
+/// Doctor's advice for a table of the current version that drifted (TTL
+/// off, the `changes` index dropped) is `run mcs-admin migrate`, and
+/// following it mends the table. (moto cannot turn a stream back on once it
+/// was on; the stream's repair is tested in mcs-store's tests/dynamo.rs.)
+#[tokio::test]
+async fn doctor_advises_migrate_and_migrate_repairs_drift() {
+    use aws_sdk_dynamodb::types::{
+        DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, TimeToLiveSpecification,
+    };
+    let Some(t) = Fixture::new("doctor-drift").await else { return };
+    let client = t.store.client();
+    client
+        .update_time_to_live()
+        .table_name(&t.table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("ttl")
+                .enabled(false)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    client
+        .update_table()
+        .table_name(&t.table)
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .delete(
+                    DeleteGlobalSecondaryIndexAction::builder()
+                        .index_name("changes")
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    let problems: Vec<(String, String)> = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "problem")
+        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["detail"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for (name, detail) in &problems {
+        assert!(detail.ends_with("run mcs-admin migrate"), "{name}: {detail}");
+    }
+
+    let run = t.admin(&["migrate"]).expect(0);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "table {} is at schema version {}: repaired what had drifted from it\n  \
+             repaired: creating index changes (DynamoDB backfills it; doctor reports it ACTIVE \
+             when done)\n  repaired: enabled ttl on ttl\n",
+            t.table,
+            mcs_store::dynamo::SCHEMA_VERSION
+        )
+    );
+    t.admin(&["doctor"]).expect(0);
+    let again = t.admin(&["migrate", "-o", "json"]).expect(0).json();
+    assert_eq!(again["up_to_date"], true);
+    assert_eq!(again["repaired"], serde_json::json!([]));
+}
+
 #[tokio::test]
 async fn an_export_without_a_live_cluster_is_named() {
     let Some(t) = Fixture::new("doctor-orphan").await else { return };

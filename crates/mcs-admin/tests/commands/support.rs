@@ -86,19 +86,31 @@ impl Run {
 /// Runs `mcs-admin args…` with `stdin`, in an environment of its own
 /// (static test credentials, no `MCS_*` variables from the caller).
 pub fn admin(args: &[&str], stdin: Option<&str>) -> Run {
+    admin_in(args, stdin, &[("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test")])
+}
+
+/// Runs `mcs-admin args…` in an environment of `env` only (and no
+/// instance metadata, no AWS profile files).
+pub fn admin_in(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcs-admin"))
         .args(args)
         .env_clear()
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent/mcs-admin-test/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/mcs-admin-test/credentials")
+        .envs(env.iter().copied())
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("mcs-admin starts");
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        // A run that fails before reading its input (a usage error) closes
+        // the pipe first: a broken pipe here is no failure of the test.
+        let written = child.stdin.take().unwrap().write_all(input.as_bytes());
+        if let Err(e) = written {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing stdin: {e}");
+        }
     }
     let out = child.wait_with_output().unwrap();
     Run {

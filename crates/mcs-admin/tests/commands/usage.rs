@@ -1,7 +1,16 @@
 //! Exit codes a script can rely on: 2 for usage errors, 1 for failures,
 //! with errors on stderr as `mcs-admin: <message>`. Needs no server.
 
-use crate::support::admin;
+use crate::support::{admin, admin_in};
+use std::time::{Duration, Instant};
+
+/// An address where nothing listens: connections are refused.
+fn closed_endpoint() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    closed
+}
 
 #[test]
 fn usage_errors_exit_2() {
@@ -59,15 +68,63 @@ fn help_lists_every_command() {
 
 #[test]
 fn an_unreachable_table_fails_with_exit_1() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    let run = admin(
-        &["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed],
-        None,
-    );
+    let closed = closed_endpoint();
+    let args = ["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed];
+    let mut once = args.to_vec();
+    once.extend(["--storage-connect-timeout-secs", "0"]);
+    let run = admin(&once, None);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stdout.is_empty(), "{}", run.stdout);
     assert!(run.stderr.starts_with("mcs-admin: "), "{}", run.stderr);
     assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
+    // The call, the table, its region and endpoint, the root cause; no
+    // SDK debug dump.
+    assert!(
+        run.stderr.contains(&format!("describe_table on table t in us-east-1 at {closed}: ")),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("Connection refused"), "{}", run.stderr);
+    assert!(!run.stderr.contains("DispatchFailure"), "{}", run.stderr);
+
+    // With a connect timeout it retries, one line per failed attempt, then
+    // gives up naming the flag.
+    let started = Instant::now();
+    let mut patient = args.to_vec();
+    patient.extend(["--storage-connect-timeout-secs", "2"]);
+    let run = admin(&patient, None);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(started.elapsed() >= Duration::from_secs(2), "waited the timeout");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert!(lines.len() >= 2, "{}", run.stderr);
+    assert!(lines[0].contains("retrying in"), "{}", run.stderr);
+    assert!(
+        lines.last().unwrap().starts_with(
+            "mcs-admin: storage did not answer within --storage-connect-timeout-secs 2: "
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn missing_credentials_and_region_are_named() {
+    let closed = closed_endpoint();
+    let run = admin_in(
+        &["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed],
+        None,
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "mcs-admin: storage: describe_table on table t in us-east-1 at {closed}: no AWS \
+             credentials found (environment, profile, web identity, instance metadata)\n"
+        )
+    );
+    let run = admin(&["doctor", "--table", "t", "--dynamodb-endpoint", &closed], None);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
+    assert!(run.stderr.contains("pass --region (or MCS_REGION)"), "{}", run.stderr);
 }

@@ -19,6 +19,14 @@ impl RegistryProcess {
     /// Starts the binary on free loopback ports with `extra` flags and waits
     /// until it is ready.
     pub async fn start(extra: &[&str]) -> Self {
+        let process = Self::start_listening(extra).await;
+        process.wait_ready().await;
+        process
+    }
+
+    /// Starts the binary on free loopback ports with `extra` flags and waits
+    /// until it listens, not until it is ready.
+    pub async fn start_listening(extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcs-registry"))
             .args([
                 "--listen",
@@ -55,10 +63,7 @@ impl RegistryProcess {
         .expect("mcs-registry listens within 20 s");
         // Keep draining its log so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let process =
-            Self { child, api: format!("http://{api}"), admin: format!("http://{admin}") };
-        process.wait_ready().await;
-        process
+        Self { child, api: format!("http://{api}"), admin: format!("http://{admin}") }
     }
 
     async fn wait_ready(&self) {
@@ -102,17 +107,27 @@ pub use mcs_store::testsuite::dynamodb_endpoint as dynamo_endpoint;
 /// Creates a table of its own on `endpoint` (region us-east-1) with the
 /// migrations, and returns its name.
 pub async fn fresh_table(endpoint: &str, name: &str) -> String {
+    let table = unique_table(name);
+    migrate_table(endpoint, &table).await;
+    table
+}
+
+/// A table name of its own, for a table not created yet.
+pub fn unique_table(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_nanos();
-    let table = format!("mcs-e2e-{name}-{}-{nanos}", std::process::id());
-    let mut config = mcs_store::DynamoConfig::new(table.clone());
+    format!("mcs-e2e-{name}-{}-{nanos}", std::process::id())
+}
+
+/// Creates `table` on `endpoint` (region us-east-1) with the migrations.
+pub async fn migrate_table(endpoint: &str, table: &str) {
+    let mut config = mcs_store::DynamoConfig::new(table);
     config.region = Some("us-east-1".into());
     config.endpoint = Some(endpoint.to_owned());
     let store = mcs_store::DynamoStore::connect(config).await.expect("a DynamoDB client");
-    mcs_store::dynamo::migrate(store.client(), &table).await.expect("migrating the test table");
-    table
+    store.migrate().await.expect("migrating the test table");
 }
 
 /// Registry flags for `--storage dynamodb` on `table` at `endpoint`.

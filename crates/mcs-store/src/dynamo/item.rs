@@ -56,6 +56,11 @@ pub(crate) const CHANGES_INDEX: &str = "changes";
 pub(crate) const META_PK: &str = "META";
 pub(crate) const META_SK: &str = "SCHEMA";
 pub(crate) const META_VERSION: &str = "version";
+/// The lowest schema version whose binaries may still use the table: the
+/// version before the last migration when that migration was additive
+/// (N-1/N), else the version itself. Absent on tables migrated before it
+/// existed: the version itself.
+pub(crate) const META_COMPATIBLE_FROM: &str = "compatible_from";
 
 /// How many values `shard` takes; one `changes` query per shard. Part of the
 /// layout: changing it means rewriting every item.
@@ -269,6 +274,13 @@ fn opt_u64(item: &Item, name: &str) -> Result<Option<u64>, String> {
 pub(crate) fn meta_version(item: &Item) -> Result<u32, String> {
     let v = u64_of(item, META_VERSION)?;
     u32::try_from(v).map_err(|_| format!("schema version {v} out of range"))
+}
+
+/// The `compatible_from` of the schema item, if recorded.
+pub(crate) fn meta_compatible_from(item: &Item) -> Result<Option<u32>, String> {
+    opt_u64(item, META_COMPATIBLE_FROM)?
+        .map(|v| u32::try_from(v).map_err(|_| format!("compatible_from {v} out of range")))
+        .transpose()
 }
 
 /// Reads `item` back into the record it stores.

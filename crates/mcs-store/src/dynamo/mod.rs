@@ -23,8 +23,11 @@ pub mod raw;
 mod size;
 mod store;
 
+pub use errors::{NO_CREDENTIALS, Target, cause};
 pub use item::{PAYLOAD_VERSION, SHARDS};
-pub use migrate::{AppliedMigration, MigrationReport, SCHEMA_VERSION, migrate};
+pub use migrate::{
+    AppliedMigration, MigrationReport, SCHEMA_VERSION, SchemaStamp, check_schema, migrate,
+};
 pub(crate) use size::check_record_size;
 pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
 
@@ -91,7 +94,8 @@ impl DynamoConfig {
 #[derive(Debug, Clone)]
 pub struct DynamoStore {
     client: Client,
-    table: String,
+    /// The table, its region and endpoint, named by every error.
+    target: std::sync::Arc<Target>,
     origin: String,
     scan_segments: u32,
     retention_ms: u64,
@@ -138,14 +142,19 @@ impl DynamoStore {
         }
         let service_config = builder.build();
         let Some(region) = service_config.region() else {
-            return Err(StoreError::Other("no AWS region: configure one or set AWS_REGION".into()));
+            return Err(StoreError::Other(
+                "no AWS region: pass --region (or MCS_REGION), or set AWS_REGION or a profile's region"
+                    .into(),
+            ));
         };
         // The region names the items this store writes (see `item`).
         let origin = region.as_ref().to_owned();
         item::check_origin(&origin).map_err(StoreError::Other)?;
+        let endpoint = config.endpoint.as_deref().or(sdk.endpoint_url());
+        let target = Target::new(&config.table, &origin, endpoint);
         Ok(Self {
             client: Client::from_conf(service_config),
-            table: config.table,
+            target: std::sync::Arc::new(target),
             origin,
             scan_segments: config.scan_segments,
             retention_ms: u64::try_from(config.retention.as_millis()).unwrap_or(u64::MAX),
@@ -159,7 +168,12 @@ impl DynamoStore {
 
     /// The table's name.
     pub fn table(&self) -> &str {
-        &self.table
+        &self.target.table
+    }
+
+    /// The table, its region and endpoint, as errors name them.
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// The region whose items this store writes: the origin in their sort
@@ -168,30 +182,54 @@ impl DynamoStore {
         &self.origin
     }
 
+    /// A failed SDK call `op` of a tool on this store's table, mapped as the
+    /// store's own calls are: one line naming the table, region, endpoint
+    /// and cause.
+    pub fn sdk_error<E>(
+        &self,
+        op: &str,
+        err: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+    ) -> StoreError
+    where
+        E: aws_sdk_dynamodb::error::ProvideErrorMetadata
+            + std::error::Error
+            + Send
+            + Sync
+            + 'static,
+    {
+        errors::from_sdk(op, &self.target, err)
+    }
+
+    /// Whether the table exists (DescribeTable): the first call a tool
+    /// makes, and the one that tells an unreachable endpoint
+    /// (`Unavailable`) from a missing table (`false`).
+    pub async fn table_exists(&self) -> Result<bool, StoreError> {
+        Ok(migrate::describe(&self.client, &self.target).await?.is_some())
+    }
+
+    /// [`migrate`] on this store's table, its errors naming the region and
+    /// endpoint.
+    pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        migrate::migrate_target(&self.client, &self.target).await
+    }
+
     /// The schema version recorded in the table's META item; `None` when the
     /// table has none (never migrated). A missing table is `Schema`.
     pub async fn schema_version(&self) -> Result<Option<u32>, StoreError> {
-        migrate::read_schema_version(&self.client, &self.table).await
+        Ok(self.schema_stamp().await?.map(|s| s.version))
     }
 
-    /// Checks that the table is at the schema version this binary writes:
-    /// `Schema` when it is missing, unmigrated or older, `SchemaTooNew` when
-    /// a newer binary migrated it.
+    /// What the table's META item records; `None` when it has none.
+    pub async fn schema_stamp(&self) -> Result<Option<SchemaStamp>, StoreError> {
+        migrate::read_schema(&self.client, &self.target).await
+    }
+
+    /// Checks that this binary may use the table ([`check_schema`]): at its
+    /// schema version, or one additive migration ahead (N-1/N, returned as
+    /// is). `Schema` when it is missing, unmigrated or older,
+    /// `SchemaTooNew` when a newer binary migrated it beyond that.
     pub async fn ensure_schema(&self) -> Result<u32, StoreError> {
-        match self.schema_version().await? {
-            Some(v) if v == SCHEMA_VERSION => Ok(v),
-            Some(v) if v > SCHEMA_VERSION => {
-                Err(StoreError::SchemaTooNew { found: v, known: SCHEMA_VERSION })
-            }
-            Some(v) => Err(StoreError::Schema(format!(
-                "table {} is at schema version {v}, this binary needs {SCHEMA_VERSION}: run mcs-admin migrate",
-                self.table
-            ))),
-            None => Err(StoreError::Schema(format!(
-                "table {} has no schema version: run mcs-admin migrate",
-                self.table
-            ))),
-        }
+        check_schema(self.schema_stamp().await?, SCHEMA_VERSION, &self.target)
     }
 }
 

@@ -3,6 +3,7 @@
 //! the `changes` index. Items this binary cannot read are skipped by the
 //! multi-item reads (logged and counted), never fatal to them.
 
+use super::errors::Target;
 use super::item::{self, CHANGED_AT_MS, CHANGES_INDEX, Item, SHARD, SHARDS};
 use super::{CAPACITY, DynamoStore, condition, errors, observe};
 use crate::{PutOutcome, Store, StoreError};
@@ -14,6 +15,7 @@ use aws_sdk_dynamodb::types::{
 };
 use mcs_core::rules::renewal_extends;
 use mcs_core::{Record, WriteDecision, decide};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::task::JoinSet;
 use tracing::warn;
@@ -91,7 +93,7 @@ impl Store for DynamoStore {
         let result = self
             .client
             .put_item()
-            .table_name(&self.table)
+            .table_name(&self.target.table)
             .set_item(Some(item))
             .condition_expression(condition.expression)
             .set_expression_attribute_names(Some(condition.names))
@@ -117,7 +119,7 @@ impl Store for DynamoStore {
                     return self.explain_refusal(old, record, now_ms).await;
                 }
                 observe(OP, started, "error");
-                Err(errors::from_sdk(OP, &self.table, err))
+                Err(errors::from_sdk(OP, &self.target, err))
             }
         }
     }
@@ -134,7 +136,7 @@ impl Store for DynamoStore {
             let out = self
                 .client
                 .query()
-                .table_name(&self.table)
+                .table_name(&self.target.table)
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :base)")
                 .expression_attribute_names("#pk", item::PK)
                 .expression_attribute_names("#sk", item::SK)
@@ -147,7 +149,7 @@ impl Store for DynamoStore {
                 .await;
             let out = out.map_err(|e| {
                 observe(OP, started, "error");
-                errors::from_sdk(OP, &self.table, e)
+                errors::from_sdk(OP, &self.target, e)
             })?;
             observe(OP, started, "ok");
             record_reads(OP, out.consumed_capacity());
@@ -171,7 +173,7 @@ impl Store for DynamoStore {
         for segment in 0..self.scan_segments {
             segments.spawn(scan_segment(
                 self.client.clone(),
-                self.table.clone(),
+                self.target.clone(),
                 segment,
                 self.scan_segments,
             ));
@@ -182,7 +184,7 @@ impl Store for DynamoStore {
     async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
         let mut shards = JoinSet::new();
         for shard in 0..SHARDS {
-            shards.spawn(query_changes(self.client.clone(), self.table.clone(), shard, since_ms));
+            shards.spawn(query_changes(self.client.clone(), self.target.clone(), shard, since_ms));
         }
         collect(shards).await
     }
@@ -204,7 +206,7 @@ async fn collect(
 /// Every readable record of one segment of a parallel scan.
 async fn scan_segment(
     client: Client,
-    table: String,
+    target: Arc<Target>,
     segment: u32,
     total: u32,
 ) -> Result<Vec<Record>, StoreError> {
@@ -214,7 +216,7 @@ async fn scan_segment(
         (i32::try_from(segment).unwrap_or(i32::MAX), i32::try_from(total).unwrap_or(i32::MAX));
     let mut pages = client
         .scan()
-        .table_name(&table)
+        .table_name(&target.table)
         .segment(segment)
         .total_segments(total)
         .consistent_read(true)
@@ -229,7 +231,7 @@ async fn scan_segment(
         };
         let page = page.map_err(|e| {
             observe(OP, started, "error");
-            errors::from_sdk(OP, &table, e)
+            errors::from_sdk(OP, &target, e)
         })?;
         observe(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
@@ -241,14 +243,14 @@ async fn scan_segment(
 /// Every readable record of one shard changed after `since_ms`.
 async fn query_changes(
     client: Client,
-    table: String,
+    target: Arc<Target>,
     shard: u32,
     since_ms: u64,
 ) -> Result<Vec<Record>, StoreError> {
     const OP: &str = "query_changes";
     let mut pages = client
         .query()
-        .table_name(&table)
+        .table_name(&target.table)
         .index_name(CHANGES_INDEX)
         .key_condition_expression("#shard = :shard AND #changed > :since")
         .expression_attribute_names("#shard", SHARD)
@@ -266,7 +268,7 @@ async fn query_changes(
         };
         let page = page.map_err(|e| {
             observe(OP, started, "error");
-            errors::from_sdk(OP, &table, e)
+            errors::from_sdk(OP, &target, e)
         })?;
         observe(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
