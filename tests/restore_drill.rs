@@ -68,7 +68,7 @@ async fn a_dump_restored_into_a_new_table_serves_the_same_fingerprints() {
     let Some(endpoint) = dynamodb_endpoint() else { return };
     let binaries = binaries();
     let original = unique_table("drill");
-    admin(&binaries.admin, &original, &endpoint, &["migrate"]);
+    admin(&binaries.admin, &original, &endpoint, &["migrate", "--create"]);
     let registry = start_registry(&binaries.registry, &original, &endpoint).await;
     let http = reqwest::Client::new();
     let api = registry.api_url().to_owned();
@@ -126,7 +126,7 @@ async fn a_dump_restored_into_a_new_table_serves_the_same_fingerprints() {
 
     // Lose the table: a new, empty one in its place.
     let restored = unique_table("drill-restored");
-    admin(&binaries.admin, &restored, &endpoint, &["migrate"]);
+    admin(&binaries.admin, &restored, &endpoint, &["migrate", "--create"]);
     let file = std::env::temp_dir().join(format!("{restored}.jsonl"));
     std::fs::write(&file, &dump).unwrap();
     let summary =
