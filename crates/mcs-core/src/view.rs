@@ -34,6 +34,10 @@ pub struct View {
     records: HashMap<Key, Record>,
     /// When (by the reader's clock) the view took each record it holds.
     learned_at: HashMap<Key, u64>,
+    /// The last two intervals between renewals of each leased record, as
+    /// the view saw them (by its writers' clocks): how often its holder
+    /// renews, to tell a renewal that did not arrive.
+    renewals: HashMap<Key, [u64; 2]>,
     /// `(lease_until + skew, key)` of every served leased record.
     deadlines: BTreeSet<(u64, Key)>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
@@ -55,6 +59,7 @@ impl View {
             skew_ms,
             records: HashMap::new(),
             learned_at: HashMap::new(),
+            renewals: HashMap::new(),
             deadlines: BTreeSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
@@ -77,6 +82,7 @@ impl View {
         }
         let key = record.key.clone();
         self.learned_at.insert(key.clone(), now_ms);
+        self.note_renewal(&record);
         if let Some(old) = self.records.insert(key.clone(), record) {
             self.forget_deadline(&old);
         }
@@ -112,6 +118,59 @@ impl View {
         self.deadlines.iter().take_while(|(d, _)| *d <= now_ms).count()
     }
 
+    /// How many served leases are at risk at `now_ms`: due, or past the
+    /// renewal their holder's heartbeat promises. A lease is overdue once
+    /// `now_ms` is past its last renewal (`changed_at`) plus the interval
+    /// its holder has been renewing at, plus the skew allowance and
+    /// `slack_ms` (how late a renewal may reach this view: one poll). The
+    /// interval is the longer of the last two the view saw; while it has
+    /// seen none, it is the lease's whole duration, so such a lease is at
+    /// risk only once it is due. A healthy
+    /// holder's lease is therefore never at risk, whatever its length.
+    pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
+        self.deadlines
+            .iter()
+            .filter(|(deadline, key)| {
+                *deadline <= now_ms
+                    || self.records.get(key).is_some_and(|r| {
+                        let every = self.renewal_interval(r);
+                        let promised = r.changed_at_ms.saturating_add(every);
+                        now_ms > promised.saturating_add(self.skew_ms).saturating_add(slack_ms)
+                    })
+            })
+            .count()
+    }
+
+    /// How often `record`'s holder renews, as far as the view can tell.
+    fn renewal_interval(&self, record: &Record) -> u64 {
+        match self.renewals.get(&record.key) {
+            Some([a, b]) => (*a).max(*b),
+            None => record.lease_until_ms.unwrap_or(0).saturating_sub(record.changed_at_ms),
+        }
+    }
+
+    /// Remembers the interval since the held record if `record` renews it
+    /// (same version and owner, later write); anything else starts over.
+    fn note_renewal(&mut self, record: &Record) {
+        let renewed = self.records.get(&record.key).and_then(|held| {
+            (held.version == record.version
+                && held.owner == record.owner
+                && held.lease_until_ms.is_some()
+                && record.lease_until_ms.is_some()
+                && record.changed_at_ms > held.changed_at_ms)
+                .then(|| record.changed_at_ms - held.changed_at_ms)
+        });
+        match renewed {
+            Some(interval) => {
+                let seen = self.renewals.entry(record.key.clone()).or_insert([interval; 2]);
+                *seen = [seen[1], interval];
+            }
+            None => {
+                self.renewals.remove(&record.key);
+            }
+        }
+    }
+
     /// Replaces the view's state with a full read that started at
     /// `read_started_ms`: newer records are merged, and records the read no
     /// longer holds are dropped unless they changed, or the view took them,
@@ -144,6 +203,7 @@ impl View {
             .collect();
         for key in gone {
             self.learned_at.remove(&key);
+            self.renewals.remove(&key);
             if let Some(old) = self.records.remove(&key) {
                 self.forget_deadline(&old);
             }

@@ -92,9 +92,9 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_GENERATION_AHEAD_SECS", default_value_t = 300)]
     pub max_generation_ahead_secs: u64,
 
-    /// Hold expiries back when more than this share of served leases expire
-    /// within --expiry-hold-window-secs (a replication stall, not the
-    /// writers); 1 disables holds.
+    /// Hold expiries back when more than this share of served leases are
+    /// due or missed a renewal their heartbeat interval promises (a
+    /// replication stall, not the writers); 1 disables holds.
     #[arg(long, env = "MCS_EXPIRY_HOLD_THRESHOLD", default_value_t = 0.5)]
     pub expiry_hold_threshold: f64,
 
@@ -102,7 +102,8 @@ pub struct Args {
     #[arg(long, env = "MCS_EXPIRY_HOLD_MIN", default_value_t = 3)]
     pub expiry_hold_min: usize,
 
-    /// The window a wave of expiries is counted over (about the heartbeat interval).
+    /// How long applied expiries still count toward a wave (about the
+    /// heartbeat interval), and how long after a release no hold begins.
     #[arg(long, env = "MCS_EXPIRY_HOLD_WINDOW_SECS", default_value_t = 10)]
     pub expiry_hold_window_secs: u64,
 
@@ -252,6 +253,7 @@ impl Settings {
                 threshold: args.expiry_hold_threshold,
                 min_count: args.expiry_hold_min,
                 window_ms: args.expiry_hold_window_secs.saturating_mul(1000),
+                renewal_slack_ms: args.refresh_interval_ms,
                 max_hold_ms: args.expiry_hold_max_secs.saturating_mul(1000),
             },
             max_body_bytes: args.max_body_bytes,

@@ -141,20 +141,21 @@ impl LiveView {
     /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let (due, soon, live) = {
+        let (due, at_risk, live) = {
             let view = self.read();
             match view.next_deadline() {
                 Some(deadline) if deadline <= now => {
-                    let window = self.guard.lock().unwrap_or_else(|p| p.into_inner()).window_ms();
-                    let soon = view.due_expiries(now.saturating_add(window));
-                    (view.due_expiries(now), soon, view.live_leases())
+                    let slack =
+                        self.guard.lock().unwrap_or_else(|p| p.into_inner()).renewal_slack_ms();
+                    let at_risk = view.leases_at_risk(now, slack);
+                    (view.due_expiries(now), at_risk, view.live_leases())
                 }
                 _ => (0, 0, 0),
             }
         };
         let verdict = {
             let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
-            let verdict = guard.judge(now, due, soon, live);
+            let verdict = guard.judge(now, due, at_risk, live);
             self.holding.store(guard.is_holding(), Ordering::SeqCst);
             verdict
         };
@@ -169,6 +170,7 @@ impl LiveView {
                 metrics::counter!(m::EXPIRY_HOLDS).increment(1);
                 tracing::warn!(
                     due,
+                    at_risk,
                     live,
                     "mass expiry suspected (is this replica still receiving writes?): holding expiries"
                 );
