@@ -15,6 +15,7 @@ pub mod config;
 pub mod http;
 pub mod live;
 pub mod metrics;
+pub mod process;
 pub mod reader;
 pub mod registrar;
 pub mod server;

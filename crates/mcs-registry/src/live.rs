@@ -206,7 +206,9 @@ impl LiveView {
     /// Records the outcome of a poll; a full read makes the view ready.
     pub fn mark_poll(&self, ok: bool, full: bool) {
         if ok {
-            self.last_poll_ok_ms.store(self.clock.now_ms(), Ordering::SeqCst);
+            let now = self.clock.now_ms();
+            self.last_poll_ok_ms.store(now, Ordering::SeqCst);
+            metrics::gauge!(m::LAST_POLL_OK).set(now as f64 / 1000.0);
             if full {
                 self.full_read_done.store(true, Ordering::SeqCst);
             }
@@ -223,6 +225,12 @@ impl LiveView {
         if self.published_complete.swap(complete, Ordering::SeqCst) != complete {
             self.changes.send_modify(|epoch| *epoch += 1);
         }
+    }
+
+    /// How long ago the last successful poll was; `None` before the first.
+    pub fn last_poll_age_ms(&self) -> Option<u64> {
+        let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
+        (last > 0).then(|| self.clock.now_ms().saturating_sub(last))
     }
 
     /// Whether expiries are being held back.

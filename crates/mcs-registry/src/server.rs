@@ -65,6 +65,7 @@ impl Registry {
             max_watch: settings.max_watch,
             max_body_bytes: settings.max_body_bytes,
             request_timeout: settings.request_timeout,
+            ready_max_staleness: settings.ready_max_staleness,
             shutdown: shutdown_rx,
         });
         Self { state, reader, shutdown }

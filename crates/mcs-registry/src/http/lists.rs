@@ -71,18 +71,37 @@ async fn list(
         query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
     let deadline = tokio::time::Instant::now() + timeout;
     let _watching = query.watch.then(WatchGuard::new);
+    let mut response =
+        watch(&state, &known, &mut changes, &mut shutdown, deadline, query.watch, section).await;
+    if query.watch {
+        response.extensions_mut().insert(super::Watched);
+    }
+    response
+}
+
+/// Answers the list, waiting (when `watch`) until its `ETag` is not one of
+/// `known`, the deadline passes or the process stops.
+async fn watch(
+    state: &AppState,
+    known: &[String],
+    changes: &mut tokio::sync::watch::Receiver<u64>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    deadline: tokio::time::Instant,
+    watch: bool,
+    section: Section,
+) -> Response {
     loop {
         let rendered = state.view.render(section);
         if !known.iter().any(|etag| etag == "*" || *etag == rendered.etag) {
             return ok(&rendered);
         }
-        if !query.watch {
+        if !watch {
             return not_modified(&rendered);
         }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
             _ = tokio::time::sleep_until(deadline) => return not_modified(&rendered),
-            _ = crate::server::stopped(&mut shutdown) => return not_modified(&rendered),
+            _ = crate::server::stopped(shutdown) => return not_modified(&rendered),
         }
     }
 }
