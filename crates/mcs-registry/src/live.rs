@@ -185,6 +185,7 @@ impl LiveView {
             return 0;
         }
         metrics::gauge!(m::EXPIRIES_HELD).set(0.0);
+        tracing::debug!(due, at_risk, live, "leases due, not a wave: expiring");
         let expired = self.mutate(|view, now| {
             let expired = view.advance(now);
             for key in &expired {
