@@ -38,6 +38,11 @@ pub struct View {
     /// the view saw them (by its writers' clocks): how often its holder
     /// renews, to tell a renewal that did not arrive.
     renewals: HashMap<Key, [u64; 2]>,
+    /// `(renewal due + skew, key)` of every served leased record: when the
+    /// next renewal its holder promises is late ([`View::leases_at_risk`]).
+    renewals_due: BTreeSet<(u64, Key)>,
+    /// The first element of each key's entry in `renewals_due`.
+    renewal_due_of: HashMap<Key, u64>,
     /// `(lease_until + skew, key)` of every served leased record.
     deadlines: BTreeSet<(u64, Key)>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
@@ -60,6 +65,8 @@ impl View {
             records: HashMap::new(),
             learned_at: HashMap::new(),
             renewals: HashMap::new(),
+            renewals_due: BTreeSet::new(),
+            renewal_due_of: HashMap::new(),
             deadlines: BTreeSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
@@ -101,6 +108,7 @@ impl View {
             let Some((_, key)) = self.deadlines.pop_first() else {
                 break;
             };
+            self.forget_renewal_due(&key);
             self.refresh(&key, now_ms);
             expired.push(key);
         }
@@ -128,24 +136,31 @@ impl View {
     /// risk only once it is due. A healthy
     /// holder's lease is therefore never at risk, whatever its length.
     pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
-        self.deadlines
+        let late = |due: u64| due.saturating_add(slack_ms) < now_ms;
+        let overdue = self.renewals_due.iter().take_while(|(due, _)| late(*due)).count();
+        let due_in_time = self
+            .deadlines
             .iter()
-            .filter(|(deadline, key)| {
-                *deadline <= now_ms
-                    || self.records.get(key).is_some_and(|r| {
-                        let every = self.renewal_interval(r);
-                        let promised = r.changed_at_ms.saturating_add(every);
-                        now_ms > promised.saturating_add(self.skew_ms).saturating_add(slack_ms)
-                    })
-            })
-            .count()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .filter(|(_, key)| !self.renewal_due_of.get(key).is_some_and(|due| late(*due)))
+            .count();
+        overdue + due_in_time
     }
 
-    /// How often `record`'s holder renews, as far as the view can tell.
-    fn renewal_interval(&self, record: &Record) -> u64 {
-        match self.renewals.get(&record.key) {
+    /// When `record`'s next renewal is due (before the skew allowance): its
+    /// last one plus how often its holder renews, as far as the view can
+    /// tell.
+    fn renewal_due(&self, record: &Record) -> u64 {
+        let every = match self.renewals.get(&record.key) {
             Some([a, b]) => (*a).max(*b),
             None => record.lease_until_ms.unwrap_or(0).saturating_sub(record.changed_at_ms),
+        };
+        record.changed_at_ms.saturating_add(every)
+    }
+
+    fn forget_renewal_due(&mut self, key: &Key) {
+        if let Some(due) = self.renewal_due_of.remove(key) {
+            self.renewals_due.remove(&(due, key.clone()));
         }
     }
 
@@ -267,6 +282,7 @@ impl View {
         if let Some(until) = old.lease_until_ms {
             self.deadlines.remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
         }
+        self.forget_renewal_due(&old.key);
     }
 
     /// Brings the served sections in line with the record held for `key`.
@@ -278,6 +294,11 @@ impl View {
             && let Some(until) = r.lease_until_ms
         {
             self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
+            let due = self.renewal_due(r).saturating_add(self.skew_ms);
+            if let Some(was) = self.renewal_due_of.insert(key.clone(), due) {
+                self.renewals_due.remove(&(was, key.clone()));
+            }
+            self.renewals_due.insert((due, key.clone()));
         }
         let body = record.filter(|_| live).map(|r| (&r.body, r.owner.as_deref()));
         match key {

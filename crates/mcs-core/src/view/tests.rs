@@ -356,3 +356,61 @@ fn a_lease_whose_heartbeat_the_view_has_not_seen_is_at_risk_only_when_due() {
     v.apply(again, 3_500);
     assert_eq!(v.leases_at_risk(5_000, 0), 0, "b's new version has no interval yet");
 }
+
+/// [`View::leases_at_risk`] counted the slow way, from every served lease.
+fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
+    v.deadlines
+        .iter()
+        .filter(|(deadline, key)| {
+            let due = v.renewal_due(&v.records[key]) + v.skew_ms;
+            *deadline <= now || due + slack < now
+        })
+        .count()
+}
+
+#[test]
+fn the_index_of_renewals_due_follows_every_change() {
+    let mut v = View::new(SKEW);
+    let mut now = 0;
+    let check = |v: &View, now: u64| {
+        assert_eq!(v.renewals_due.len(), v.deadlines.len(), "one entry per served lease");
+        assert_eq!(v.renewal_due_of.len(), v.deadlines.len());
+        for slack in [0, 700, 2_000] {
+            for at in [now, now + 1_500, now + 4_000, now + 9_000] {
+                assert_eq!(v.leases_at_risk(at, slack), at_risk_by_brute_force(v, at, slack));
+            }
+        }
+    };
+    for round in 0..12u64 {
+        for i in 0..6u64 {
+            // Pool i renews every (i + 1) s with a lease of 3 (i + 1) s;
+            // pools 4 and 5 stop after round 5; pool 3 is re-registered
+            // (a new version) in round 7; pool 2 is withdrawn in round 9.
+            if (i >= 4 && round > 5) || round % (i + 1) != 0 {
+                continue;
+            }
+            let name = format!("p{i}");
+            let record = match (i, round) {
+                (2, 9..) => mk_tombstone(&name, 2 + round, "r"),
+                (3, 7..) => {
+                    let mut r = mk_pool(&name, 2, "r", None, Some(now + 12_000));
+                    r.changed_at_ms = now;
+                    r
+                }
+                _ => beat(&name, now, 3_000 * (i + 1)),
+            };
+            v.apply(record, now);
+            check(&v, now);
+        }
+        now += 1_000;
+        v.advance(now);
+        check(&v, now);
+    }
+    let records: Vec<Record> = v
+        .records()
+        .filter(|r| r.key != Key::Pool { pool_id: pool("p0", "m").pool_id })
+        .cloned()
+        .collect();
+    v.replace_all(records, now + 1, now + 1);
+    check(&v, now + 1);
+}
