@@ -17,6 +17,9 @@ use mcs_api::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+/// The shortest heartbeat interval a lease can ask for.
+const MIN_HEARTBEAT_MS: u64 = 1_000;
+
 /// What a full read changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Resync {
@@ -133,8 +136,8 @@ impl View {
     /// `slack_ms` (how late a renewal may reach this view: one poll). The
     /// interval is the longer of the last two the view saw; while it has
     /// seen none, it is the lease's whole duration, so such a lease is at
-    /// risk only once it is due. A healthy
-    /// holder's lease is therefore never at risk, whatever its length.
+    /// risk only once it is due. A healthy holder's lease is therefore never
+    /// at risk, whatever its length. O(leases at risk).
     pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
         let late = |due: u64| due.saturating_add(slack_ms) < now_ms;
         let overdue = self.renewals_due.iter().take_while(|(due, _)| late(*due)).count();
@@ -166,6 +169,9 @@ impl View {
 
     /// Remembers the interval since the held record if `record` renews it
     /// (same version and owner, later write); anything else starts over.
+    /// Intervals under the shortest heartbeat a lease can ask for (1 s) are
+    /// retries, or writes whose `changed_at` was moved just past the held
+    /// one's, not heartbeats: they change nothing.
     fn note_renewal(&mut self, record: &Record) {
         let renewed = self.records.get(&record.key).and_then(|held| {
             (held.version == record.version
@@ -176,6 +182,7 @@ impl View {
                 .then(|| record.changed_at_ms - held.changed_at_ms)
         });
         match renewed {
+            Some(interval) if interval < MIN_HEARTBEAT_MS => {}
             Some(interval) => {
                 let seen = self.renewals.entry(record.key.clone()).or_insert([interval; 2]);
                 *seen = [seen[1], interval];

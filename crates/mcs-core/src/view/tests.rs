@@ -357,6 +357,18 @@ fn a_lease_whose_heartbeat_the_view_has_not_seen_is_at_risk_only_when_due() {
     assert_eq!(v.leases_at_risk(5_000, 0), 0, "b's new version has no interval yet");
 }
 
+#[test]
+fn a_retry_right_after_a_renewal_is_not_taken_for_the_heartbeat() {
+    let mut v = View::new(SKEW);
+    heartbeat(&mut v, "a", 30_000, 10_000, 0, 20_000);
+    // Two retries 50 ms apart after the renewal at 20 s (or writes whose
+    // changed_at was moved just past the held one's).
+    v.apply(beat("a", 20_050, 30_000), 20_050);
+    v.apply(beat("a", 20_100, 30_000), 20_100);
+    assert_eq!(v.leases_at_risk(25_000, 2_000), 0, "still renewing every 10 s");
+    assert_eq!(v.leases_at_risk(20_100 + 10_000 + SKEW + 2_001, 2_000), 1);
+}
+
 /// [`View::leases_at_risk`] counted the slow way, from every served lease.
 fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
     v.deadlines
