@@ -104,7 +104,8 @@ pub struct Args {
     #[arg(long, env = "MCS_EXPIRY_HOLD_THRESHOLD", default_value_t = 0.5)]
     pub expiry_hold_threshold: f64,
 
-    /// Fewest expiries that can be held (at least 2: a lone expiry is never held).
+    /// Fewest leases at risk that can be held (at least 2: a lone expiry is
+    /// never held).
     #[arg(long, env = "MCS_EXPIRY_HOLD_MIN", default_value_t = 3)]
     pub expiry_hold_min: usize,
 
