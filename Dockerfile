@@ -1,7 +1,10 @@
 # The mcs-registry and mcs-admin binaries in a small, non-root image.
-#   docker build -t mcs-registry .
+#   docker build -t mcs-registry --build-arg MCS_GIT_COMMIT=$(git rev-parse --short HEAD) .
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
+# Named by the mcs_build_info metric; "unknown" when not given.
+ARG MCS_GIT_COMMIT=unknown
+ENV MCS_GIT_COMMIT=$MCS_GIT_COMMIT
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked -p mcs-registry -p mcs-admin \

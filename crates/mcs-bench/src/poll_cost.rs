@@ -102,8 +102,9 @@ impl Bench {
         ["scan", "query_changes"]
             .iter()
             .map(|op| {
-                self.recorder
-                    .sum(&format!("{}{{op={op}}}", mcs_store::metrics::READ_CAPACITY_UNITS))
+                let id =
+                    format!("{}{{op={op}}}", mcs_store::metrics::READ_CAPACITY_MILLIUNITS_TOTAL);
+                self.recorder.count(&id) as f64 / 1000.0
             })
             .sum()
     }

@@ -1,6 +1,6 @@
-//! A `metrics` recorder that sums what mcs-store records, so the poll-cost
+//! A `metrics` recorder that counts what mcs-store records, so the poll-cost
 //! benchmark can show what the server itself reported as consumed capacity
-//! (`mcs_store_read_capacity_units`) and how many requests each read made
+//! (`mcs_store_read_capacity_milliunits_total`) and how many requests each read made
 //! (`mcs_store_requests_total`), keyed `name{label=value,…}`.
 
 use metrics::{
@@ -14,8 +14,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[derive(Debug, Default)]
 struct Series {
     count: AtomicU64,
-    /// Sum of histogram samples, as f64 bits.
-    sum_bits: AtomicU64,
 }
 
 impl CounterFn for Series {
@@ -28,11 +26,8 @@ impl CounterFn for Series {
 }
 
 impl HistogramFn for Series {
-    fn record(&self, value: f64) {
+    fn record(&self, _value: f64) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        let _ = self.sum_bits.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-            Some((f64::from_bits(bits) + value).to_bits())
-        });
     }
 }
 
@@ -68,15 +63,6 @@ impl SumRecorder {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .map_or(0, |s| s.count.load(Ordering::Relaxed))
-    }
-
-    /// Sum of the histogram samples of `id`.
-    pub fn sum(&self, id: &str) -> f64 {
-        self.series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .map_or(0.0, |s| f64::from_bits(s.sum_bits.load(Ordering::Relaxed)))
     }
 }
 

@@ -4,23 +4,35 @@
 //! stuck stream), every lease it serves runs out within one heartbeat
 //! interval, although the writers are fine. A wave of expiries that large is
 //! more likely the reader's fault than the writers', so the guard holds it
-//! back for a bounded time; lists say `complete: false` meanwhile. A lone
-//! expiry is never held, and renewals arriving during a hold shrink the wave
-//! until it no longer qualifies.
+//! back for a bounded time; lists say `complete: false` meanwhile.
+//!
+//! A wave is counted in leases *at risk*: due now, or past the renewal their
+//! own heartbeat interval promises ([`crate::View::leases_at_risk`]). In a
+//! stall every lease misses its renewals within one heartbeat interval, long
+//! before most of them run out; when one holder dies, the others keep
+//! renewing and only its lease is at risk, so a lone expiry is never held
+//! whatever the leases' lengths. A lease merely ending soon is not at risk:
+//! counting those made healthy short leases look like a wave. Renewals
+//! arriving during a hold shrink the wave until it no longer qualifies.
 
 use std::collections::VecDeque;
 
 /// When expiries count as a suspicious wave.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HoldPolicy {
-    /// Share of served leases (0–1) that must be expiring within `window_ms`
-    /// for a hold; 1 or more disables holds.
+    /// Share of served leases (0–1) that must be at risk (with the leases
+    /// expired within `window_ms`) for a hold; 1 or more disables holds.
     pub threshold: f64,
-    /// Fewest expiries in the window that can be held (at least 2, so a lone
-    /// expiry is never held).
+    /// Fewest leases at risk that can be held (at least 2, so a lone expiry
+    /// is never held).
     pub min_count: usize,
-    /// The window the wave is counted over, typically the heartbeat interval.
+    /// How long applied expiries still count toward a wave, and how long
+    /// after a release no new hold begins.
     pub window_ms: u64,
+    /// How late past its holder's heartbeat interval (and the skew
+    /// allowance) a renewal may reach the view before its lease counts as
+    /// at risk: one poll of storage.
+    pub renewal_slack_ms: u64,
     /// Longest hold; then everything due expires.
     pub max_hold_ms: u64,
 }
@@ -60,16 +72,17 @@ impl ExpiryGuard {
         self.held_since.is_some()
     }
 
-    /// The window waves are counted over.
-    pub fn window_ms(&self) -> u64 {
-        self.policy.window_ms
+    /// How late a renewal may arrive before its lease is at risk.
+    pub fn renewal_slack_ms(&self) -> u64 {
+        self.policy.renewal_slack_ms
     }
 
-    /// Judges `due` expiries at `now_ms`, with `soon` leases (the due ones
-    /// included) ending within the window ahead and `live` leases served
-    /// (the due ones included). Leases end one by one even in a stall, so the
-    /// wave counts those about to end as well as those that just did.
-    pub fn judge(&mut self, now_ms: u64, due: usize, soon: usize, live: usize) -> Verdict {
+    /// Judges `due` expiries at `now_ms`, with `at_risk` leases (the due
+    /// ones included) due or past a renewal their holder should have made,
+    /// and `live` leases served (the due ones included). Leases end one by
+    /// one even in a stall, so the wave counts those that missed their
+    /// renewals as well as those that just expired.
+    pub fn judge(&mut self, now_ms: u64, due: usize, at_risk: usize, live: usize) -> Verdict {
         let horizon = now_ms.saturating_sub(self.policy.window_ms);
         while self.recent.front().is_some_and(|t| *t < horizon) {
             self.recent.pop_front();
@@ -84,7 +97,7 @@ impl ExpiryGuard {
                 self.released_at = Some(now_ms);
                 return Verdict::Expire;
             }
-            if self.is_wave(soon.max(due), live) {
+            if self.is_wave(at_risk.max(due), live) {
                 return Verdict::Hold { since_ms, started: false };
             }
             self.held_since = None;
@@ -92,7 +105,7 @@ impl ExpiryGuard {
         }
         let cooling =
             self.released_at.is_some_and(|t| now_ms.saturating_sub(t) < self.policy.window_ms);
-        if !cooling && self.is_wave(soon.max(due), live) {
+        if !cooling && self.is_wave(at_risk.max(due), live) {
             self.held_since = Some(now_ms);
             return Verdict::Hold { since_ms: now_ms, started: true };
         }
@@ -120,6 +133,7 @@ mod tests {
             threshold: 0.5,
             min_count: 3,
             window_ms: 10_000,
+            renewal_slack_ms: 2_000,
             max_hold_ms: 30_000,
         })
     }
@@ -132,6 +146,7 @@ mod tests {
             threshold: 0.0,
             min_count: 0,
             window_ms: 10_000,
+            renewal_slack_ms: 2_000,
             max_hold_ms: 1,
         });
         assert_eq!(strict.judge(0, 1, 1, 1), Verdict::Expire, "min_count is at least 2");
@@ -161,12 +176,12 @@ mod tests {
     }
 
     #[test]
-    fn leases_about_to_end_count_toward_the_wave() {
+    fn leases_that_missed_their_renewals_count_toward_the_wave() {
         let mut g = guard();
-        // One lease due now, but 5 more of 10 end within the window: a stall.
+        // One lease due now, but 5 more of 10 missed their renewals: a stall.
         assert!(matches!(g.judge(0, 1, 6, 10), Verdict::Hold { started: true, .. }));
         let mut g = guard();
-        assert_eq!(g.judge(0, 1, 1, 10), Verdict::Expire, "nothing else ending soon");
+        assert_eq!(g.judge(0, 1, 1, 10), Verdict::Expire, "every other holder renews");
     }
 
     #[test]
@@ -183,6 +198,7 @@ mod tests {
             threshold: 1.0,
             min_count: 3,
             window_ms: 10_000,
+            renewal_slack_ms: 2_000,
             max_hold_ms: 30_000,
         });
         assert_eq!(g.judge(0, 10, 10, 10), Verdict::Expire);

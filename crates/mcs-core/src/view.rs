@@ -17,6 +17,9 @@ use mcs_api::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+/// The shortest heartbeat interval a lease can ask for.
+const MIN_HEARTBEAT_MS: u64 = 1_000;
+
 /// What a full read changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Resync {
@@ -34,6 +37,15 @@ pub struct View {
     records: HashMap<Key, Record>,
     /// When (by the reader's clock) the view took each record it holds.
     learned_at: HashMap<Key, u64>,
+    /// The last two intervals between renewals of each leased record, as
+    /// the view saw them (by its writers' clocks): how often its holder
+    /// renews, to tell a renewal that did not arrive.
+    renewals: HashMap<Key, [u64; 2]>,
+    /// `(renewal due + skew, key)` of every served leased record: when the
+    /// next renewal its holder promises is late ([`View::leases_at_risk`]).
+    renewals_due: BTreeSet<(u64, Key)>,
+    /// The first element of each key's entry in `renewals_due`.
+    renewal_due_of: HashMap<Key, u64>,
     /// `(lease_until + skew, key)` of every served leased record.
     deadlines: BTreeSet<(u64, Key)>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
@@ -55,6 +67,9 @@ impl View {
             skew_ms,
             records: HashMap::new(),
             learned_at: HashMap::new(),
+            renewals: HashMap::new(),
+            renewals_due: BTreeSet::new(),
+            renewal_due_of: HashMap::new(),
             deadlines: BTreeSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
@@ -77,6 +92,7 @@ impl View {
         }
         let key = record.key.clone();
         self.learned_at.insert(key.clone(), now_ms);
+        self.note_renewal(&record);
         if let Some(old) = self.records.insert(key.clone(), record) {
             self.forget_deadline(&old);
         }
@@ -95,6 +111,7 @@ impl View {
             let Some((_, key)) = self.deadlines.pop_first() else {
                 break;
             };
+            self.forget_renewal_due(&key);
             self.refresh(&key, now_ms);
             expired.push(key);
         }
@@ -110,6 +127,70 @@ impl View {
     /// How many served leases [`View::advance`] would expire at `now_ms`.
     pub fn due_expiries(&self, now_ms: u64) -> usize {
         self.deadlines.iter().take_while(|(d, _)| *d <= now_ms).count()
+    }
+
+    /// How many served leases are at risk at `now_ms`: due, or past the
+    /// renewal their holder's heartbeat promises. A lease is overdue once
+    /// `now_ms` is past its last renewal (`changed_at`) plus the interval
+    /// its holder has been renewing at, plus the skew allowance and
+    /// `slack_ms` (how late a renewal may reach this view: one poll). The
+    /// interval is the longer of the last two the view saw; while it has
+    /// seen none, it is the lease's whole duration, so such a lease is at
+    /// risk only once it is due. A healthy holder's lease is therefore never
+    /// at risk, whatever its length. O(leases at risk).
+    pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
+        let late = |due: u64| due.saturating_add(slack_ms) < now_ms;
+        let overdue = self.renewals_due.iter().take_while(|(due, _)| late(*due)).count();
+        let due_in_time = self
+            .deadlines
+            .iter()
+            .take_while(|(deadline, _)| *deadline <= now_ms)
+            .filter(|(_, key)| !self.renewal_due_of.get(key).is_some_and(|due| late(*due)))
+            .count();
+        overdue + due_in_time
+    }
+
+    /// When `record`'s next renewal is due (before the skew allowance): its
+    /// last one plus how often its holder renews, as far as the view can
+    /// tell.
+    fn renewal_due(&self, record: &Record) -> u64 {
+        let every = match self.renewals.get(&record.key) {
+            Some([a, b]) => (*a).max(*b),
+            None => record.lease_until_ms.unwrap_or(0).saturating_sub(record.changed_at_ms),
+        };
+        record.changed_at_ms.saturating_add(every)
+    }
+
+    fn forget_renewal_due(&mut self, key: &Key) {
+        if let Some(due) = self.renewal_due_of.remove(key) {
+            self.renewals_due.remove(&(due, key.clone()));
+        }
+    }
+
+    /// Remembers the interval since the held record if `record` renews it
+    /// (same version and owner, later write); anything else starts over.
+    /// Intervals under the shortest heartbeat a lease can ask for (1 s) are
+    /// retries, or writes whose `changed_at` was moved just past the held
+    /// one's, not heartbeats: they change nothing.
+    fn note_renewal(&mut self, record: &Record) {
+        let renewed = self.records.get(&record.key).and_then(|held| {
+            (held.version == record.version
+                && held.owner == record.owner
+                && held.lease_until_ms.is_some()
+                && record.lease_until_ms.is_some()
+                && record.changed_at_ms > held.changed_at_ms)
+                .then(|| record.changed_at_ms - held.changed_at_ms)
+        });
+        match renewed {
+            Some(interval) if interval < MIN_HEARTBEAT_MS => {}
+            Some(interval) => {
+                let seen = self.renewals.entry(record.key.clone()).or_insert([interval; 2]);
+                *seen = [seen[1], interval];
+            }
+            None => {
+                self.renewals.remove(&record.key);
+            }
+        }
     }
 
     /// Replaces the view's state with a full read that started at
@@ -144,6 +225,7 @@ impl View {
             .collect();
         for key in gone {
             self.learned_at.remove(&key);
+            self.renewals.remove(&key);
             if let Some(old) = self.records.remove(&key) {
                 self.forget_deadline(&old);
             }
@@ -207,6 +289,7 @@ impl View {
         if let Some(until) = old.lease_until_ms {
             self.deadlines.remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
         }
+        self.forget_renewal_due(&old.key);
     }
 
     /// Brings the served sections in line with the record held for `key`.
@@ -218,6 +301,11 @@ impl View {
             && let Some(until) = r.lease_until_ms
         {
             self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
+            let due = self.renewal_due(r).saturating_add(self.skew_ms);
+            if let Some(was) = self.renewal_due_of.insert(key.clone(), due) {
+                self.renewals_due.remove(&(was, key.clone()));
+            }
+            self.renewals_due.insert((due, key.clone()));
         }
         let body = record.filter(|_| live).map(|r| (&r.body, r.owner.as_deref()));
         match key {

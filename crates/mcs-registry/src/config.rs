@@ -94,6 +94,12 @@ pub struct Args {
     #[arg(long, env = "MCS_STALE_AFTER_SECS", default_value_t = 30)]
     pub stale_after_secs: u64,
 
+    /// `/readyz` answers 503 once the last successful poll is older than
+    /// this; 0 (the default) keeps a registry that was ready once ready,
+    /// serving its last view (see docs/operations.md, Probes).
+    #[arg(long, env = "MCS_READY_MAX_STALENESS_SECS", default_value_t = 0)]
+    pub ready_max_staleness_secs: u64,
+
     /// How long tombstones and expired records are kept before storage may
     /// drop them; at least one day (the longest lease) plus twice the skew
     /// allowance, so a tombstone outlives every older record of its key.
@@ -105,17 +111,19 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_GENERATION_AHEAD_SECS", default_value_t = 300)]
     pub max_generation_ahead_secs: u64,
 
-    /// Hold expiries back when more than this share of served leases expire
-    /// within --expiry-hold-window-secs (a replication stall, not the
-    /// writers); 1 disables holds.
+    /// Hold expiries back when more than this share of served leases are
+    /// due or missed a renewal their heartbeat interval promises (a
+    /// replication stall, not the writers); 1 disables holds.
     #[arg(long, env = "MCS_EXPIRY_HOLD_THRESHOLD", default_value_t = 0.5)]
     pub expiry_hold_threshold: f64,
 
-    /// Fewest expiries that can be held (at least 2: a lone expiry is never held).
+    /// Fewest leases at risk that can be held (at least 2: a lone expiry is
+    /// never held).
     #[arg(long, env = "MCS_EXPIRY_HOLD_MIN", default_value_t = 3)]
     pub expiry_hold_min: usize,
 
-    /// The window a wave of expiries is counted over (about the heartbeat interval).
+    /// How long applied expiries still count toward a wave (about the
+    /// heartbeat interval), and how long after a release no hold begins.
     #[arg(long, env = "MCS_EXPIRY_HOLD_WINDOW_SECS", default_value_t = 10)]
     pub expiry_hold_window_secs: u64,
 
@@ -182,6 +190,8 @@ pub struct Settings {
     pub skew_allowance_ms: u64,
     /// Staleness bound of the view.
     pub stale_after: Duration,
+    /// Oldest last successful poll `/readyz` accepts; `None`: no bound.
+    pub ready_max_staleness: Option<Duration>,
     /// Retention of dead items.
     pub retention: Duration,
     /// Allowance of a client generation ahead of the clock.
@@ -245,6 +255,13 @@ impl Settings {
         if args.stale_after_secs.saturating_mul(1000) <= args.refresh_interval_ms {
             return Err("--stale-after-secs must be above --refresh-interval-ms".into());
         }
+        if args.ready_max_staleness_secs > 0
+            && args.ready_max_staleness_secs < args.stale_after_secs
+        {
+            return Err("--ready-max-staleness-secs must be 0 (no bound) or at least \
+                        --stale-after-secs: a view still complete is never unready"
+                .into());
+        }
         if !(args.expiry_hold_threshold > 0.0 && args.expiry_hold_threshold <= 1.0) {
             return Err("--expiry-hold-threshold must be above 0 and at most 1".into());
         }
@@ -288,12 +305,15 @@ impl Settings {
             lookback_ms: args.lookback_ms,
             skew_allowance_ms: args.skew_allowance_ms,
             stale_after: Duration::from_secs(args.stale_after_secs),
+            ready_max_staleness: (args.ready_max_staleness_secs > 0)
+                .then(|| Duration::from_secs(args.ready_max_staleness_secs)),
             retention: Duration::from_secs(args.retention_secs),
             max_generation_ahead_ms: args.max_generation_ahead_secs.saturating_mul(1000),
             expiry_hold: mcs_core::HoldPolicy {
                 threshold: args.expiry_hold_threshold,
                 min_count: args.expiry_hold_min,
                 window_ms: args.expiry_hold_window_secs.saturating_mul(1000),
+                renewal_slack_ms: args.refresh_interval_ms,
                 max_hold_ms: args.expiry_hold_max_secs.saturating_mul(1000),
             },
             max_body_bytes: args.max_body_bytes,
@@ -339,6 +359,7 @@ mod tests {
             (&["--storage", "dynamodb"], "needs --table"),
             (&["--refresh-interval-ms", "0"], "--refresh-interval-ms"),
             (&["--stale-after-secs", "1"], "--stale-after-secs"),
+            (&["--ready-max-staleness-secs", "10"], "--ready-max-staleness-secs"),
             (&["--max-body-bytes", "10"], "--max-body-bytes"),
             (&["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"], "must differ"),
             (&["--writer-id", " "], "--writer-id"),

@@ -16,6 +16,7 @@ mod connection;
 pub mod http;
 pub mod live;
 pub mod metrics;
+pub mod process;
 pub mod reader;
 pub mod registrar;
 pub mod server;

@@ -141,20 +141,21 @@ impl LiveView {
     /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let (due, soon, live) = {
+        let (due, at_risk, live) = {
             let view = self.read();
             match view.next_deadline() {
                 Some(deadline) if deadline <= now => {
-                    let window = self.guard.lock().unwrap_or_else(|p| p.into_inner()).window_ms();
-                    let soon = view.due_expiries(now.saturating_add(window));
-                    (view.due_expiries(now), soon, view.live_leases())
+                    let slack =
+                        self.guard.lock().unwrap_or_else(|p| p.into_inner()).renewal_slack_ms();
+                    let at_risk = view.leases_at_risk(now, slack);
+                    (view.due_expiries(now), at_risk, view.live_leases())
                 }
                 _ => (0, 0, 0),
             }
         };
         let verdict = {
             let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
-            let verdict = guard.judge(now, due, soon, live);
+            let verdict = guard.judge(now, due, at_risk, live);
             self.holding.store(guard.is_holding(), Ordering::SeqCst);
             verdict
         };
@@ -169,6 +170,7 @@ impl LiveView {
                 metrics::counter!(m::EXPIRY_HOLDS).increment(1);
                 tracing::warn!(
                     due,
+                    at_risk,
                     live,
                     "mass expiry suspected (is this replica still receiving writes?): holding expiries"
                 );
@@ -183,6 +185,7 @@ impl LiveView {
             return 0;
         }
         metrics::gauge!(m::EXPIRIES_HELD).set(0.0);
+        tracing::debug!(due, at_risk, live, "leases due, not a wave: expiring");
         let expired = self.mutate(|view, now| {
             let expired = view.advance(now);
             for key in &expired {
@@ -204,7 +207,9 @@ impl LiveView {
     /// Records the outcome of a poll; a full read makes the view ready.
     pub fn mark_poll(&self, ok: bool, full: bool) {
         if ok {
-            self.last_poll_ok_ms.store(self.clock.now_ms(), Ordering::SeqCst);
+            let now = self.clock.now_ms();
+            self.last_poll_ok_ms.store(now, Ordering::SeqCst);
+            metrics::gauge!(m::LAST_POLL_OK).set(now as f64 / 1000.0);
             if full {
                 self.full_read_done.store(true, Ordering::SeqCst);
             }
@@ -221,6 +226,12 @@ impl LiveView {
         if self.published_complete.swap(complete, Ordering::SeqCst) != complete {
             self.changes.send_modify(|epoch| *epoch += 1);
         }
+    }
+
+    /// How long ago the last successful poll was; `None` before the first.
+    pub fn last_poll_age_ms(&self) -> Option<u64> {
+        let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
+        (last > 0).then(|| self.clock.now_ms().saturating_sub(last))
     }
 
     /// Whether expiries are being held back.

@@ -1,5 +1,6 @@
 //! Metric names of the registry, described once at startup, and the
-//! Prometheus recorder behind `/metrics`.
+//! Prometheus recorder behind `/metrics`. docs/configuration.md lists every
+//! series; a test scrapes a started registry and checks the two agree.
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -7,9 +8,13 @@ use std::sync::OnceLock;
 
 /// Requests answered, by route template, method and status.
 pub const HTTP_REQUESTS: &str = "mcs_http_requests_total";
-/// Request latency, by route template and method.
+/// Request latency, by route template and method; long-poll watches are
+/// not in it (see [`WATCH_DURATION`]).
 pub const HTTP_DURATION: &str = "mcs_http_request_duration_seconds";
-/// Registrar writes, by kind and outcome (applied, stale, owned, error).
+/// How long long-poll watches (`?watch=true`) waited, by route template.
+pub const WATCH_DURATION: &str = "mcs_http_watch_duration_seconds";
+/// Registrar writes, by kind and outcome (applied, stale, owned, not_found,
+/// invalid, not_ready, error).
 pub const REGISTRAR_WRITES: &str = "mcs_registrar_writes_total";
 /// Served items, by section.
 pub const VIEW_ITEMS: &str = "mcs_view_items";
@@ -37,6 +42,14 @@ pub const WATCHERS: &str = "mcs_http_watchers";
 pub const HTTP_CONNECTIONS: &str = "mcs_http_connections";
 /// Requests answered `503` past a cap, by reason (`connections`, `watches`).
 pub const HTTP_REFUSED: &str = "mcs_http_refused_total";
+/// Unix time of the last successful poll of storage, in seconds.
+pub const LAST_POLL_OK: &str = "mcs_reader_last_success_timestamp_seconds";
+/// Always 1; labels `version` and `commit` name the build.
+pub const BUILD_INFO: &str = "mcs_build_info";
+
+/// Every `outcome` of [`REGISTRAR_WRITES`].
+const WRITE_OUTCOMES: [&str; 8] =
+    ["applied", "stale", "owned", "not_found", "invalid", "not_ready", "too_large", "error"];
 
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -57,6 +70,15 @@ pub fn install() -> PrometheusHandle {
             let _ = metrics::set_global_recorder(recorder);
             describe();
             mcs_store::metrics::describe();
+            register_zero();
+            mcs_store::metrics::register_zero();
+            crate::process::describe();
+            metrics::gauge!(
+                BUILD_INFO,
+                "version" => env!("CARGO_PKG_VERSION"),
+                "commit" => option_env!("MCS_GIT_COMMIT").unwrap_or("unknown")
+            )
+            .set(1.0);
             handle
         })
         .clone()
@@ -82,4 +104,42 @@ fn describe() {
     describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
     describe_counter!(EXPIRY_HOLDS, "mass-expiry holds begun");
     describe_gauge!(EXPIRIES_HELD, "expiries held back now");
+    describe_histogram!(WATCH_DURATION, Unit::Seconds, "how long long-poll watches waited");
+    describe_gauge!(LAST_POLL_OK, Unit::Seconds, "unix time of the last successful poll");
+    describe_gauge!(BUILD_INFO, "1; labels name the version and git commit of the build");
+}
+
+/// Registers every counter whose labels are known in advance at zero, so
+/// that `increase()` sees the first event (a series that appears at 1 has
+/// no increase), and the gauges that must be there before their first
+/// change.
+fn register_zero() {
+    for kind in mcs_core::Kind::ALL.map(mcs_core::Kind::as_str) {
+        for outcome in WRITE_OUTCOMES {
+            metrics::counter!(REGISTRAR_WRITES, "kind" => kind, "outcome" => outcome).increment(0);
+        }
+        metrics::counter!(LEASE_EXPIRIES, "kind" => kind).increment(0);
+    }
+    for section in crate::live::SectionKind::ALL.map(crate::live::SectionKind::name) {
+        metrics::counter!(FINGERPRINT_CHANGES, "section" => section).increment(0);
+        metrics::gauge!(VIEW_ITEMS, "section" => section).set(0.0);
+    }
+    for mode in ["delta", "full"] {
+        for outcome in ["ok", "error"] {
+            metrics::counter!(READER_POLLS, "mode" => mode, "outcome" => outcome).increment(0);
+        }
+    }
+    metrics::counter!(LATE_ARRIVALS).increment(0);
+    metrics::counter!(EXPIRY_HOLDS).increment(0);
+    metrics::gauge!(EXPIRIES_HELD).set(0.0);
+    metrics::gauge!(WATCHERS).set(0.0);
+    for listener in ["api", "admin"] {
+        metrics::gauge!(HTTP_CONNECTIONS, "listener" => listener).set(0.0);
+    }
+    for reason in ["connections", "watches"] {
+        metrics::counter!(HTTP_REFUSED, "reason" => reason).increment(0);
+    }
+    metrics::gauge!(VIEW_COMPLETE).set(0.0);
+    metrics::gauge!(VIEW_RECORDS).set(0.0);
+    metrics::gauge!(LAST_POLL_OK).set(0.0);
 }

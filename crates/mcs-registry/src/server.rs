@@ -79,6 +79,7 @@ impl Registry {
             watch_slots: Arc::new(Semaphore::new(settings.max_watches)),
             max_body_bytes: settings.max_body_bytes,
             request_timeout: settings.request_timeout,
+            ready_max_staleness: settings.ready_max_staleness,
             shutdown: shutdown_rx,
         });
         Self { state, reader, shutdown }

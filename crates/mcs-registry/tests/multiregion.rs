@@ -545,11 +545,12 @@ async fn a_replication_stall_holds_the_mass_expiry_then_releases_it() {
 }
 
 /// The hold as DESIGN §5 states it: none of the wave is served as expired
-/// before the hold. Today's guard counts expiries already applied and
-/// holds only once more than --expiry-hold-threshold of the served leases
-/// have gone: leases never run out in the same instant (their renewals
-/// were spread over a heartbeat round), so about half the pools disappear
-/// first. Run it with `--ignored` once the guard looks ahead.
+/// before the hold. Leases never run out in the same instant (their
+/// renewals were spread over a heartbeat round), but by the first expiry
+/// every lease has missed a renewal, so all are at risk and held together.
+/// B must have seen the pools renew (it learns their heartbeat interval
+/// from renewals); a stall before that is held only once more than
+/// --expiry-hold-threshold of the leases have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replication_stall_keeps_every_pool_listed_while_held() {
     stall_until_expiries_are_held(true).await;
@@ -604,6 +605,9 @@ async fn stall_until_expiries_are_held(strict: bool) {
         list["pools"].as_array().unwrap().len() == POOLS && list["complete"] == json!(true)
     })
     .await;
+    // B learns how often each pool renews from the renewals it sees (a lease
+    // is at risk once it missed one): let two heartbeat rounds reach it.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
 
     let every = Duration::from_millis(50);
     let observers = [world.observe(A, "pools", every), world.observe(B, "pools", every)];

@@ -2,8 +2,9 @@
 //! them. Call [`describe`] once at startup, after installing a recorder.
 //!
 //! Consumed capacity is fractional (an eventually consistent read costs half
-//! a unit), which the `metrics` crate's integer counters cannot add up; it is
-//! recorded as histograms of units per call, whose `_sum` is the total.
+//! a unit) and the `metrics` crate's counters are integers, so it is counted
+//! in thousandths of a unit (`…_capacity_milliunits_total`): a counter that
+//! sums across calls and replicas; `rate(…) / 1000` is units per second.
 
 use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use std::time::Duration;
@@ -13,10 +14,10 @@ use std::time::Duration;
 pub const REQUESTS_TOTAL: &str = "mcs_store_requests_total";
 /// Histogram of request latency in seconds (SDK retries included), by `op`.
 pub const REQUEST_DURATION_SECONDS: &str = "mcs_store_request_duration_seconds";
-/// Histogram of read capacity units consumed per call, by `op`.
-pub const READ_CAPACITY_UNITS: &str = "mcs_store_read_capacity_units";
-/// Histogram of write capacity units consumed per call, by `op`.
-pub const WRITE_CAPACITY_UNITS: &str = "mcs_store_write_capacity_units";
+/// Counter of read capacity consumed, in thousandths of a unit, by `op`.
+pub const READ_CAPACITY_MILLIUNITS_TOTAL: &str = "mcs_store_read_capacity_milliunits_total";
+/// Counter of write capacity consumed, in thousandths of a unit, by `op`.
+pub const WRITE_CAPACITY_MILLIUNITS_TOTAL: &str = "mcs_store_write_capacity_milliunits_total";
 /// Counter of stored items a read skipped, by `reason` (`payload_version`:
 /// written by a newer binary; `undecodable`: malformed).
 pub const ITEMS_SKIPPED_TOTAL: &str = "mcs_store_items_skipped_total";
@@ -36,11 +37,15 @@ pub fn describe() {
         Unit::Seconds,
         "storage request latency including retries"
     );
-    describe_histogram!(READ_CAPACITY_UNITS, Unit::Count, "read capacity units consumed per call");
-    describe_histogram!(
-        WRITE_CAPACITY_UNITS,
+    describe_counter!(
+        READ_CAPACITY_MILLIUNITS_TOTAL,
         Unit::Count,
-        "write capacity units consumed per call"
+        "read capacity consumed, in thousandths of a capacity unit"
+    );
+    describe_counter!(
+        WRITE_CAPACITY_MILLIUNITS_TOTAL,
+        Unit::Count,
+        "write capacity consumed, in thousandths of a capacity unit"
     );
     describe_counter!(
         ITEMS_SKIPPED_TOTAL,
@@ -55,17 +60,62 @@ pub(crate) fn request(op: &'static str, outcome: &'static str, elapsed: Duration
     histogram!(REQUEST_DURATION_SECONDS, LABEL_OP => op).record(elapsed.as_secs_f64());
 }
 
-/// Records the read capacity `units` consumed by one call of `op`.
-pub(crate) fn read_units(op: &'static str, units: f64) {
-    histogram!(READ_CAPACITY_UNITS, LABEL_OP => op).record(units);
+/// The operations that read, and those that write (conditionally: their
+/// outcome may be `refused`), as the series label them.
+pub const READ_OPS: [&str; 4] = ["get", "scan", "query_changes", "get_schema"];
+/// See [`READ_OPS`].
+pub const WRITE_OPS: [&str; 2] = ["put", "put_schema"];
+
+/// Every reason of [`ITEMS_SKIPPED_TOTAL`].
+pub const SKIP_REASONS: [&str; 2] = ["payload_version", "undecodable"];
+
+/// Registers every counter of this crate at zero, so that `increase()`
+/// sees the first error rather than a series appearing at 1.
+pub fn register_zero() {
+    for op in READ_OPS {
+        for outcome in ["ok", "error"] {
+            counter!(REQUESTS_TOTAL, LABEL_OP => op, LABEL_OUTCOME => outcome).increment(0);
+        }
+        counter!(READ_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(0);
+    }
+    for op in WRITE_OPS {
+        for outcome in ["ok", "refused", "error"] {
+            counter!(REQUESTS_TOTAL, LABEL_OP => op, LABEL_OUTCOME => outcome).increment(0);
+        }
+        counter!(WRITE_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(0);
+    }
+    for reason in SKIP_REASONS {
+        counter!(ITEMS_SKIPPED_TOTAL, LABEL_REASON => reason).increment(0);
+    }
 }
 
-/// Records the write capacity `units` consumed by one call of `op`.
+/// Thousandths of a unit, rounded to the nearest.
+fn milli(units: f64) -> u64 {
+    (units * 1000.0).round().max(0.0) as u64
+}
+
+/// Counts the read capacity `units` consumed by one call of `op`.
+pub(crate) fn read_units(op: &'static str, units: f64) {
+    counter!(READ_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(milli(units));
+}
+
+/// Counts the write capacity `units` consumed by one call of `op`.
 pub(crate) fn write_units(op: &'static str, units: f64) {
-    histogram!(WRITE_CAPACITY_UNITS, LABEL_OP => op).record(units);
+    counter!(WRITE_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(milli(units));
 }
 
 /// Counts one item skipped for `reason`.
 pub(crate) fn skipped(reason: &'static str) {
     counter!(ITEMS_SKIPPED_TOTAL, LABEL_REASON => reason).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capacity_is_counted_in_thousandths() {
+        assert_eq!(super::milli(0.5), 500);
+        assert_eq!(super::milli(1.0), 1_000);
+        assert_eq!(super::milli(12.75), 12_750);
+        assert_eq!(super::milli(0.0), 0);
+    }
 }

@@ -276,3 +276,153 @@ fn incremental_fingerprints_match_a_view_rebuilt_from_scratch() {
         let _ = Version::new(0, "");
     }
 }
+
+/// A pool record renewed at `at_ms` with a lease of `duration_ms`.
+fn beat(dgd_name: &str, at_ms: u64, duration_ms: u64) -> Record {
+    let mut record = mk_pool(dgd_name, 1, "r", None, Some(at_ms + duration_ms));
+    record.changed_at_ms = at_ms;
+    record
+}
+
+/// Feeds the view heartbeats of `dgd_name` every `every_ms` from `from_ms`
+/// to `to_ms` (inclusive), each seen as soon as it is written.
+fn heartbeat(v: &mut View, dgd_name: &str, duration_ms: u64, every_ms: u64, from: u64, to: u64) {
+    let mut at = from;
+    while at <= to {
+        v.apply(beat(dgd_name, at, duration_ms), at);
+        at += every_ms;
+    }
+}
+
+/// The rule of the mass-expiry hold (DESIGN §5): a lease is at risk when it
+/// is due or has missed a renewal its holder's heartbeat interval promises;
+/// a lease that merely ends soon is not. Healthy leases of every length,
+/// the short ones a client chose included, are never at risk.
+#[test]
+fn only_leases_that_missed_a_renewal_are_at_risk_whatever_their_length() {
+    const SLACK: u64 = 2_000;
+    let mut v = View::new(SKEW);
+    // Mixed lengths: 6 s renewed every 2 s (the README walkthrough), 30 s
+    // every 10 s (the defaults), 3 s every 1 s and 86 400 s every 60 s
+    // (leases clients asked for).
+    heartbeat(&mut v, "short", 6_000, 2_000, 0, 60_000);
+    heartbeat(&mut v, "default", 30_000, 10_000, 0, 60_000);
+    heartbeat(&mut v, "tiny", 3_000, 1_000, 0, 60_000);
+    heartbeat(&mut v, "day", 86_400_000, 60_000, 0, 60_000);
+    // A dead holder: renewed every 2 s with a 6 s lease, last at 52 s.
+    heartbeat(&mut v, "dead", 6_000, 2_000, 0, 52_000);
+    assert_eq!(v.live_leases(), 5);
+    assert_eq!(v.leases_at_risk(60_000, SLACK), 1, "only the dead pool missed its renewals");
+    // Every healthy lease ends within 10 s, but none is at risk.
+    assert_eq!(v.leases_at_risk(60_000 + 999, SLACK), 1);
+    // The dead pool is due at 58.5 s; still the only one.
+    assert_eq!(v.leases_at_risk(58_500, SLACK), 1);
+    // Its renewal was due at 54 s: at risk only past 54 s + skew + slack.
+    assert_eq!(v.leases_at_risk(54_000 + SKEW + SLACK, SLACK), 0);
+    assert_eq!(v.leases_at_risk(54_000 + SKEW + SLACK + 1, SLACK), 1);
+}
+
+#[test]
+fn in_a_stall_every_lease_is_at_risk_within_a_heartbeat_interval() {
+    const SLACK: u64 = 2_000;
+    let mut v = View::new(SKEW);
+    // The view stops receiving writes after 60 s; holders renewed every
+    // 2 s (6 s leases) and every 10 s (30 s leases), out of step.
+    for i in 0..4u64 {
+        heartbeat(&mut v, &format!("s{i}"), 6_000, 2_000, i * 400, 60_000);
+        heartbeat(&mut v, &format!("l{i}"), 30_000, 10_000, i * 2_000, 60_000);
+    }
+    // At the first expiry (s1, last renewed at 58.4 s), every short lease
+    // is at risk, and the long ones whose renewal was due more than skew +
+    // slack ago: l1, renewed at 52 s.
+    let first = v.next_deadline().unwrap();
+    assert_eq!(first, 58_400 + 6_000 + SKEW);
+    assert_eq!(v.leases_at_risk(first, SLACK), 4 + 1, "s0..s3 and l1");
+    // One long heartbeat interval later every lease missed a renewal.
+    assert_eq!(v.leases_at_risk(60_000 + 10_000 + SKEW + SLACK + 1, SLACK), 8);
+}
+
+#[test]
+fn a_lease_whose_heartbeat_the_view_has_not_seen_is_at_risk_only_when_due() {
+    let mut v = View::new(SKEW);
+    v.apply(beat("a", 1_000, 6_000), 1_000);
+    assert_eq!(v.leases_at_risk(7_000 + SKEW - 1, 0), 0);
+    assert_eq!(v.leases_at_risk(7_000 + SKEW, 0), 1);
+    // A new registration (another version) forgets the interval seen.
+    heartbeat(&mut v, "b", 6_000, 1_000, 0, 3_000);
+    assert_eq!(v.leases_at_risk(5_000, 0), 1, "b renews every second");
+    let mut again = mk_pool("b", 2, "r", None, Some(3_500 + 6_000));
+    again.changed_at_ms = 3_500;
+    v.apply(again, 3_500);
+    assert_eq!(v.leases_at_risk(5_000, 0), 0, "b's new version has no interval yet");
+}
+
+#[test]
+fn a_retry_right_after_a_renewal_is_not_taken_for_the_heartbeat() {
+    let mut v = View::new(SKEW);
+    heartbeat(&mut v, "a", 30_000, 10_000, 0, 20_000);
+    // Two retries 50 ms apart after the renewal at 20 s (or writes whose
+    // changed_at was moved just past the held one's).
+    v.apply(beat("a", 20_050, 30_000), 20_050);
+    v.apply(beat("a", 20_100, 30_000), 20_100);
+    assert_eq!(v.leases_at_risk(25_000, 2_000), 0, "still renewing every 10 s");
+    assert_eq!(v.leases_at_risk(20_100 + 10_000 + SKEW + 2_001, 2_000), 1);
+}
+
+/// [`View::leases_at_risk`] counted the slow way, from every served lease.
+fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
+    v.deadlines
+        .iter()
+        .filter(|(deadline, key)| {
+            let due = v.renewal_due(&v.records[key]) + v.skew_ms;
+            *deadline <= now || due + slack < now
+        })
+        .count()
+}
+
+#[test]
+fn the_index_of_renewals_due_follows_every_change() {
+    let mut v = View::new(SKEW);
+    let mut now = 0;
+    let check = |v: &View, now: u64| {
+        assert_eq!(v.renewals_due.len(), v.deadlines.len(), "one entry per served lease");
+        assert_eq!(v.renewal_due_of.len(), v.deadlines.len());
+        for slack in [0, 700, 2_000] {
+            for at in [now, now + 1_500, now + 4_000, now + 9_000] {
+                assert_eq!(v.leases_at_risk(at, slack), at_risk_by_brute_force(v, at, slack));
+            }
+        }
+    };
+    for round in 0..12u64 {
+        for i in 0..6u64 {
+            // Pool i renews every (i + 1) s with a lease of 3 (i + 1) s;
+            // pools 4 and 5 stop after round 5; pool 3 is re-registered
+            // (a new version) in round 7; pool 2 is withdrawn in round 9.
+            if (i >= 4 && round > 5) || round % (i + 1) != 0 {
+                continue;
+            }
+            let name = format!("p{i}");
+            let record = match (i, round) {
+                (2, 9..) => mk_tombstone(&name, 2 + round, "r"),
+                (3, 7..) => {
+                    let mut r = mk_pool(&name, 2, "r", None, Some(now + 12_000));
+                    r.changed_at_ms = now;
+                    r
+                }
+                _ => beat(&name, now, 3_000 * (i + 1)),
+            };
+            v.apply(record, now);
+            check(&v, now);
+        }
+        now += 1_000;
+        v.advance(now);
+        check(&v, now);
+    }
+    let records: Vec<Record> = v
+        .records()
+        .filter(|r| r.key != Key::Pool { pool_id: pool("p0", "m").pool_id })
+        .cloned()
+        .collect();
+    v.replace_all(records, now + 1, now + 1);
+    check(&v, now + 1);
+}

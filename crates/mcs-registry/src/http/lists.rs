@@ -72,6 +72,25 @@ async fn list(
     let mut shutdown = state.shutdown.clone();
     let timeout =
         query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
+    let mut response =
+        watch(&state, &known, &mut changes, &mut shutdown, timeout, query.watch, section).await;
+    if query.watch {
+        response.extensions_mut().insert(super::Watched);
+    }
+    response
+}
+
+/// Answers the list, waiting (when `watch`) until its `ETag` is not one of
+/// `known`, `timeout` passes or the process stops.
+async fn watch(
+    state: &AppState,
+    known: &[String],
+    changes: &mut tokio::sync::watch::Receiver<u64>,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    timeout: Duration,
+    watch: bool,
+    section: Section,
+) -> Response {
     // `sleep` saturates a deadline past the clock's range (`Instant + timeout`
     // would panic), whatever `max_watch` says.
     let mut deadline = pin!(tokio::time::sleep(timeout));
@@ -81,11 +100,11 @@ async fn list(
         if !known.iter().any(|etag| etag == "*" || *etag == rendered.etag) {
             return ok(&rendered);
         }
-        if !query.watch {
+        if !watch {
             return not_modified(&rendered);
         }
         if slot.is_none() {
-            match WatchSlot::take(&state) {
+            match WatchSlot::take(state) {
                 Some(taken) => slot = Some(taken),
                 None => {
                     metrics::counter!(m::HTTP_REFUSED, "reason" => "watches").increment(1);
@@ -96,7 +115,7 @@ async fn list(
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
             _ = &mut deadline => return not_modified(&rendered),
-            _ = crate::server::stopped(&mut shutdown) => return not_modified(&rendered),
+            _ = crate::server::stopped(shutdown) => return not_modified(&rendered),
         }
     }
 }

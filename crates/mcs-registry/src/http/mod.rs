@@ -40,6 +40,8 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// Bound on reading a request body.
     pub request_timeout: Duration,
+    /// Oldest last successful poll `/readyz` accepts (`None`: no bound).
+    pub ready_max_staleness: Option<Duration>,
     /// Turns true when the process is shutting down; long-polls end early.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -84,10 +86,8 @@ pub fn admin_router(state: Arc<AppState>, metrics: PrometheusHandle) -> Router {
             get(move || {
                 let metrics = metrics.clone();
                 async move {
-                    (
-                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                        metrics.render(),
-                    )
+                    crate::process::sample();
+                    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
                 }
             }),
         )
@@ -101,16 +101,40 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
+/// Readiness as docs/operations.md (Probes) defines it: ready once the first
+/// full read succeeded, and stays ready while storage is unreachable (a
+/// stale view, marked `complete: false`, is better than none) unless
+/// `--ready-max-staleness-secs` bounds how old the last successful poll may
+/// be. The body reports the staleness either way.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.view.is_ready() {
-        let complete = state.view.is_complete();
-        return Json(serde_json::json!({"status": "ready", "complete": complete})).into_response();
+    let view = &state.view;
+    let Some(age_ms) = view.last_poll_age_ms().filter(|_| view.is_ready()) else {
+        let body = mcs_api::ErrorBody::new(
+            mcs_api::ErrorCode::Unavailable,
+            "the first full read of storage has not succeeded yet",
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    };
+    if let Some(bound) = state.ready_max_staleness
+        && u128::from(age_ms) > bound.as_millis()
+    {
+        let body = mcs_api::ErrorBody::new(
+            mcs_api::ErrorCode::Unavailable,
+            format!(
+                "the last successful poll of storage was {age_ms} ms ago, over \
+                 --ready-max-staleness-secs ({} s)",
+                bound.as_secs()
+            ),
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    let body = mcs_api::ErrorBody::new(
-        mcs_api::ErrorCode::Unavailable,
-        "the first full read of storage has not succeeded yet",
-    );
-    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+    Json(serde_json::json!({
+        "status": "ready",
+        "complete": view.is_complete(),
+        "holding_expiries": view.is_holding(),
+        "last_poll_age_ms": age_ms,
+    }))
+    .into_response()
 }
 
 async fn not_found() -> ApiError {
@@ -135,10 +159,20 @@ async fn track(request: Request, next: Next) -> Response {
     let status = response.status().as_u16().to_string();
     metrics::counter!(m::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status)
         .increment(1);
-    metrics::histogram!(m::HTTP_DURATION, "route" => route, "method" => method)
-        .record(started.elapsed().as_secs_f64());
+    let elapsed = started.elapsed().as_secs_f64();
+    // A watch waits by design, up to its timeout: timing it with the other
+    // requests would make their latency meaningless.
+    if response.extensions().get::<Watched>().is_some() {
+        metrics::histogram!(m::WATCH_DURATION, "route" => route).record(elapsed);
+    } else {
+        metrics::histogram!(m::HTTP_DURATION, "route" => route, "method" => method).record(elapsed);
+    }
     response
 }
+
+/// Marks the response of a long-poll watch, for [`track`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watched;
 
 #[cfg(test)]
 mod tests;

@@ -287,19 +287,30 @@ fn healthz() -> OperationBuilder {
 }
 
 fn readyz() -> OperationBuilder {
-    let ready = status_object(&[("status", Type::String), ("complete", Type::Boolean)]);
+    let ready = status_object(&[
+        ("status", Type::String),
+        ("complete", Type::Boolean),
+        ("holding_expiries", Type::Boolean),
+        ("last_poll_age_ms", Type::Integer),
+    ]);
     OperationBuilder::new()
         .operation_id(Some("readyz"))
         .tag("health")
         .response(
             "200",
             ResponseBuilder::new()
-                .description("the first full read of storage succeeded")
+                .description(
+                    "the first full read of storage succeeded; the view may be stale (see \
+                     `complete` and `last_poll_age_ms`)",
+                )
                 .content("application/json", ContentBuilder::new().schema(Some(ready)).build()),
         )
         .response(
             "503",
-            error("the first full read of storage has not succeeded yet, or too many connections are open"),
+            error(
+                "the first full read of storage has not succeeded yet, or the last successful \
+                 poll is older than --ready-max-staleness-secs, or too many connections are open",
+            ),
         )
 }
 

@@ -1,7 +1,7 @@
 //! Starting the real `mcs-registry` binary for end-to-end tests.
 
 // Each test crate uses part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::process::Stdio;
 use std::time::Duration;
