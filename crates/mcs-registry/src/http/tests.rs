@@ -137,6 +137,7 @@ fn fingerprint(reply: &Reply) -> String {
 }
 
 mod hardening;
+mod openapi_contract;
 
 #[tokio::test]
 async fn register_list_and_withdraw_a_pool() {
