@@ -18,6 +18,7 @@ pub struct ClusterRegistration {
     pub incarnation: Incarnation,
     /// The controller's own ordering of its intents; else the registrar assigns one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub generation: Option<u64>,
 }
 

@@ -133,6 +133,7 @@ pub struct PoolRegistration {
     pub incarnation: Option<Incarnation>,
     /// The relay's own ordering of its intents; else the registrar assigns one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub generation: Option<u64>,
 }
 

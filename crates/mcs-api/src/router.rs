@@ -36,7 +36,7 @@ impl RouterId {
 crate::scalar::string_schema!(
     RouterId,
     "A DNS-1123 subdomain: 1 to 253 characters, dot-separated DNS-1123 labels.",
-    "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$",
     (1, 253),
     "gr-0.us-east-1"
 );
@@ -78,6 +78,7 @@ pub struct RouterRegistration {
     pub incarnation: Option<Incarnation>,
     /// The router's own ordering of its intents; else the registrar assigns one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub generation: Option<u64>,
 }
 

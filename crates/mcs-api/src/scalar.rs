@@ -259,13 +259,35 @@ impl HostPort {
     }
 }
 
+/// `host:port` as a regular expression: a DNS name (each part a label of at
+/// most 63 characters; the 253-character bound on the whole name is only in
+/// the description) or a bracketed IPv6 address in one of its standard forms,
+/// then a port from 1 to 65535 without leading zeros. The parser accepts more
+/// (IPv4-embedded IPv6 forms, leading zeros in some ports); never less.
+pub(crate) const HOST_PORT_PATTERN: &str = concat!(
+    "^(",
+    "[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*",
+    "|\\[(",
+    "([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,7}:",
+    "|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}",
+    "|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}",
+    "|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}",
+    "|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}",
+    "|:((:[0-9A-Fa-f]{1,4}){1,7}|:)",
+    ")\\]",
+    "):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$",
+);
+
 string_schema!(
     HostPort,
     "`host:port`: an IPv4 address, a bracketed IPv6 address or a DNS name (each \
      dot-separated part at most 63 characters, the name at most 253), then a port \
      from 1 to 65535.",
-    "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*):[0-9]{1,5}$",
-    (3, 261),
+    HOST_PORT_PATTERN,
+    (3, 259),
     "10.0.1.7:9000"
 );
 
@@ -350,5 +372,35 @@ mod tests {
         for (value, ok) in cases {
             assert_eq!(HostPort::new(*value).is_ok(), *ok, "host:port {value:?}");
         }
+    }
+
+    /// Every form of `HOST_PORT_PATTERN` (the OpenAPI document's) parses:
+    /// the document may be narrower than the parser, never wider.
+    #[test]
+    fn host_port_pattern_forms_parse() {
+        let long_label = "a".repeat(63);
+        let accepted = [
+            "a:1".to_owned(),
+            "0:65535".to_owned(),
+            "Relay-1.LLM.svc:443".to_owned(),
+            format!("{long_label}.{long_label}:9"),
+            "[::]:1".to_owned(),
+            "[::1]:80".to_owned(),
+            "[1::]:80".to_owned(),
+            "[1:2:3:4:5:6:7:8]:80".to_owned(),
+            "[1:2:3:4:5:6:7::]:80".to_owned(),
+            "[1::8]:80".to_owned(),
+            "[1:2::7:8]:80".to_owned(),
+            "[FD00:0:0:0:0:0:0:7]:9000".to_owned(),
+        ];
+        for value in &accepted {
+            assert!(HostPort::new(value.as_str()).is_ok(), "host:port {value:?}");
+        }
+        // What the pattern refuses, the parser refuses too.
+        for value in ["a:0", "a:65536", "[::g]:80", "[1:2:3:4:5:6:7:8:9]:80", "a_b:80"] {
+            assert!(HostPort::new(value).is_err(), "host:port {value:?}");
+        }
+        let too_long = format!("{}:1", "a".repeat(64));
+        assert!(HostPort::new(too_long).is_err());
     }
 }

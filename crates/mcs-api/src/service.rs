@@ -70,8 +70,10 @@ pub enum SessionAffinity {
 /// One port of a service.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 pub struct ServicePort {
-    /// The port's name; may be empty only when it is the service's one port.
+    /// The port's name, a DNS-1123 label unique among the service's ports;
+    /// may be empty (or absent) only when it is the service's one port.
     #[serde(default)]
+    #[schema(pattern = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$", max_length = 63)]
     pub name: String,
     /// Its protocol.
     #[serde(default)]
@@ -241,6 +243,7 @@ pub struct ExportRequest {
     pub incarnation: Option<Incarnation>,
     /// The controller's own ordering of its intents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub generation: Option<u64>,
 }
 

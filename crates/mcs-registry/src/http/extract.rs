@@ -1,10 +1,12 @@
 //! Extractors that parse and validate in one pass and name the failing
 //! field: malformed input is `400`, a broken rule `422`, a body over the
-//! limit `413`.
+//! limit `413`; every refusal is an `ErrorBody`.
 
 use super::AppState;
 use super::error::ApiError;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::path::ErrorKind;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -91,6 +93,35 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequestParts<S> for Val
         value.validate()?;
         Ok(ValidQuery(value))
     }
+}
+
+/// Path segments as `T` (strings, checked by the handler), refused as an
+/// `ErrorBody` naming the segment: axum's own rejection is plain text.
+#[derive(Debug)]
+pub struct Segments<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Segments<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(Segments(value)),
+            Err(rejection) => Err(path_error(rejection)),
+        }
+    }
+}
+
+fn path_error(rejection: PathRejection) -> ApiError {
+    let field = match &rejection {
+        PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key }
+            | ErrorKind::ParseErrorAtKey { key, .. }
+            | ErrorKind::DeserializeError { key, .. } => Some(key.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    ApiError::Malformed { field, message: rejection.body_text() }
 }
 
 #[cfg(test)]

@@ -27,7 +27,12 @@ const DESCRIPTION: &str = "Multi-cluster service registry: pools, routers, clust
 service exports and the merged imports. Every non-2xx answer carries an `ErrorBody`; an \
 unknown path answers `404` and a method a path does not have answers `405`, both with an \
 `ErrorBody`. Writes are refused with `503` while storage is unavailable or before the \
-registry's first full read of storage.";
+registry's first full read of storage. Integers are written without a fraction or an exponent \
+(`2`, not `2.0`). Rules that span several fields and that JSON Schema can state are in the \
+schemas (`if`/`then`). Those it cannot state are answered `422` as well: a heartbeat \
+interval below its lease, distinct port names, a body's `cluster_id` equal to the path's, \
+`timeout_secs` only with `watch=true`, a withdrawal's `generation` only with `incarnation`, \
+a client's `generation` at most `--max-generation-ahead-secs` ahead of the registry's clock.";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -119,7 +124,60 @@ pub fn document() -> utoipa::openapi::OpenApi {
     paths.add_path_operation("/healthz", vec![HttpMethod::Get], healthz());
     paths.add_path_operation("/readyz", vec![HttpMethod::Get], readyz());
     paths.add_path_operation("/openapi.json", vec![HttpMethod::Get], openapi());
+    cross_field_rules(&mut doc);
     doc
+}
+
+/// Adds to the request schemas the rules of their `Validate` impls that span
+/// several fields and that JSON Schema can state, as an `allOf` of
+/// `if`/`then`. utoipa's derive has no attribute for these keywords, so they
+/// travel as the schema object's one extension entry (serialized inline like
+/// any keyword). The rules JSON Schema cannot state (a heartbeat interval
+/// below its lease, distinct port names, a generation not too far ahead of
+/// the registry's clock) are in the descriptions and answered `422`.
+fn cross_field_rules(doc: &mut utoipa::openapi::OpenApi) {
+    use serde_json::json;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::extensions::Extensions;
+    use utoipa::openapi::schema::Schema;
+
+    let generation_needs_incarnation = json!({
+        "if": {"required": ["generation"], "properties": {"generation": {"type": "integer"}}},
+        "then": {"required": ["incarnation"], "properties": {"incarnation": {"type": "string"}}},
+    });
+    let timeout_needs_client_ip = json!({
+        "if": {
+            "required": ["session_affinity_timeout_secs"],
+            "properties": {"session_affinity_timeout_secs": {"type": "integer"}},
+        },
+        "then": {
+            "required": ["session_affinity"],
+            "properties": {"session_affinity": {"const": "ClientIP"}},
+        },
+    });
+    let several_ports_are_named = json!({
+        "if": {"required": ["ports"], "properties": {"ports": {"minItems": 2}}},
+        "then": {"properties": {"ports": {"items": {
+            "required": ["name"],
+            "properties": {"name": {"minLength": 1}},
+        }}}},
+    });
+    let rules = [
+        ("PoolRegistration", vec![generation_needs_incarnation.clone()]),
+        ("RouterRegistration", vec![generation_needs_incarnation.clone()]),
+        (
+            "ExportRequest",
+            vec![generation_needs_incarnation, timeout_needs_client_ip, several_ports_are_named],
+        ),
+    ];
+    let Some(components) = doc.components.as_mut() else { return };
+    for (name, all_of) in rules {
+        if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(name) {
+            let rules: Extensions =
+                [("allOf", serde_json::Value::Array(all_of))].into_iter().collect();
+            object.extensions = Some(rules);
+        }
+    }
 }
 
 fn json(schema: &str) -> utoipa::openapi::Content {

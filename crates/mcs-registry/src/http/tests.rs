@@ -147,6 +147,7 @@ fn fingerprint(reply: &Reply) -> String {
 
 mod hardening;
 mod limits;
+mod openapi_contract;
 
 #[tokio::test]
 async fn register_list_and_withdraw_a_pool() {

@@ -3,10 +3,10 @@
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::{ValidJson, ValidQuery};
+use super::extract::{Segments, ValidJson, ValidQuery};
 use crate::registrar::Intent;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use mcs_api::{
     ClusterRegistered, ClusterRegistration, Condition, ConditionStatus, ExportAccepted, ExportKey,
     ExportRequest, FieldError, Label, PoolId, PoolRegistered, PoolRegistration, RouterId,
@@ -70,7 +70,7 @@ pub(super) async fn register_router(
 
 pub(super) async fn register_cluster(
     State(state): State<Arc<AppState>>,
-    Path(cluster_id): Path<String>,
+    Segments(cluster_id): Segments<String>,
     ValidJson(reg): ValidJson<ClusterRegistration>,
 ) -> AppResult<ClusterRegistered> {
     let cluster_id = label("cluster_id", &cluster_id)?;
@@ -102,7 +102,7 @@ fn export_key(cluster_id: &str, namespace: &str, name: &str) -> Result<ExportKey
 
 pub(super) async fn put_export(
     State(state): State<Arc<AppState>>,
-    Path((cluster_id, namespace, name)): Path<(String, String, String)>,
+    Segments((cluster_id, namespace, name)): Segments<(String, String, String)>,
     ValidJson(req): ValidJson<ExportRequest>,
 ) -> AppResult<ExportAccepted> {
     let key = export_key(&cluster_id, &namespace, &name)?;
@@ -154,7 +154,7 @@ async fn withdraw(state: &AppState, key: Key, query: Withdrawal) -> AppResult<Wi
 
 pub(super) async fn withdraw_pool(
     State(state): State<Arc<AppState>>,
-    Path(pool_id): Path<String>,
+    Segments(pool_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
     let pool_id =
@@ -164,7 +164,7 @@ pub(super) async fn withdraw_pool(
 
 pub(super) async fn withdraw_router(
     State(state): State<Arc<AppState>>,
-    Path(router_id): Path<String>,
+    Segments(router_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
     let router_id =
@@ -174,7 +174,7 @@ pub(super) async fn withdraw_router(
 
 pub(super) async fn withdraw_cluster(
     State(state): State<Arc<AppState>>,
-    Path(cluster_id): Path<String>,
+    Segments(cluster_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
     let cluster_id = label("cluster_id", &cluster_id)?;
@@ -183,7 +183,7 @@ pub(super) async fn withdraw_cluster(
 
 pub(super) async fn withdraw_export(
     State(state): State<Arc<AppState>>,
-    Path((cluster_id, namespace, name)): Path<(String, String, String)>,
+    Segments((cluster_id, namespace, name)): Segments<(String, String, String)>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
     let key = export_key(&cluster_id, &namespace, &name)?;
