@@ -206,7 +206,10 @@ fn unavailable(description: &str) -> ApiResponse {
 fn etag() -> utoipa::openapi::header::Header {
     HeaderBuilder::new()
         .schema(ObjectBuilder::new().schema_type(Type::String))
-        .description(Some("the list's fingerprint, quoted (a strong entity tag)"))
+        .description(Some(
+            "the list's fingerprint, quoted (a strong entity tag), suffixed `-incomplete` while \
+             the list is incomplete, so that a flip of `complete` changes it",
+        ))
         .build()
 }
 
@@ -285,6 +288,13 @@ fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuil
             unavailable(
                 "storage is unavailable, the registry has not finished its first full read, \
                  or too many connections are open",
+            ),
+        )
+        .response(
+            "500",
+            error(
+                "`internal`: the registry could not assign a generation, or storage failed in a \
+                 way that retrying will not mend (the cause is logged, never sent)",
             ),
         );
     match body {
