@@ -1,4 +1,4 @@
-//! A seeded, deterministic simulation of mcs-registry's rules (DESIGN §11):
+//! A seeded, deterministic simulation of mcs-registry's rules (docs/design.md §10):
 //! regions with one replica each of a global table that holds one item per
 //! `(key, origin region)`, registrar processes that write only their own
 //! region's items and serve a [`mcs_core::View`] fed by polls, PoolRelays
