@@ -33,7 +33,7 @@ fn array_of<'a>(body: &'a str, section: &str) -> &'a str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_ls_prints_what_the_registry_serves() {
     let Some(endpoint) = dynamodb_endpoint() else { return };
-    let binaries = binaries();
+    let binaries = binaries!();
     let table = unique_table("matches");
     let location = ["--table", &table, "--region", REGION, "--dynamodb-endpoint", &endpoint];
     let admin = |args: &[&str]| {

@@ -191,9 +191,9 @@ fn every_binary_subcommand_and_flag_of_the_stack_exists() {
         "a one-shot migrate and two registries: {invocations:#?}"
     );
 
-    let binaries = binaries();
+    let binaries = binaries!();
     for inv in &invocations {
-        let binary = path_of(binaries, &inv.binary);
+        let binary = path_of(&binaries, &inv.binary);
         let mut scope: Vec<&str> = vec![];
         if inv.binary == "mcs-admin" {
             let sub = subcommand(&inv.args).expect("mcs-admin needs a subcommand");
@@ -216,7 +216,7 @@ fn every_binary_subcommand_and_flag_of_the_stack_exists() {
 
 #[test]
 fn the_checks_catch_what_does_not_exist() {
-    let binaries = binaries();
+    let binaries = binaries!();
     let registry_help = help(&binaries.registry, &[]);
     assert_eq!(missing(&registry_help, &["--storage", "--no-such-flag"]), vec!["--no-such-flag"]);
     assert_eq!(missing(&registry_help, &["--listen"]), Vec::<&str>::new());

@@ -66,7 +66,7 @@ async fn send(request: reqwest::RequestBuilder) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dump_restored_into_a_new_table_serves_the_same_fingerprints() {
     let Some(endpoint) = dynamodb_endpoint() else { return };
-    let binaries = binaries();
+    let binaries = binaries!();
     let original = unique_table("drill");
     admin(&binaries.admin, &original, &endpoint, &["migrate", "--create"]);
     let registry = start_registry(&binaries.registry, &original, &endpoint).await;

@@ -1,5 +1,5 @@
 //! mcs-admin: the operator's tool for the DynamoDB table of mcs-registry
-//! (DESIGN §9). It reads the table through mcs-store's own layout and judges
+//! (docs/design.md §8). It reads the table through mcs-store's own layout and judges
 //! liveness with mcs-core's [`View`](mcs_core::View), the very merge rules
 //! the registry serves from, so what it calls live is what the registry
 //! serves.

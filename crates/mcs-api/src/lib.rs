@@ -1,4 +1,4 @@
-//! The JSON contract of mcs-registry (DESIGN §6).
+//! The JSON contract of mcs-registry (docs/design.md §7).
 //!
 //! Every type here is what travels over HTTP, and every request type is
 //! validated *while it is parsed*: a [`Label`] that is not a DNS-1123 label, a

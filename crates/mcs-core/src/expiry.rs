@@ -1,4 +1,4 @@
-//! Self-preservation against mass expiry (DESIGN §5).
+//! Self-preservation against mass expiry (docs/design.md §6).
 //!
 //! When a registry's replica stops receiving writes (a replication stall, a
 //! stuck stream), every lease it serves runs out within one heartbeat

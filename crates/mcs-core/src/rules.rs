@@ -1,4 +1,4 @@
-//! The write rule every store applies (DESIGN §3–§4), in one place.
+//! The write rule every store applies (docs/design.md §2, §4), in one place.
 //!
 //! The memory store calls [`decide`] directly; the DynamoDB store expresses
 //! the same rule as a condition expression and calls [`decide`] on the

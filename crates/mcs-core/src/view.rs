@@ -1,4 +1,4 @@
-//! The merged, fingerprinted view a registry serves (DESIGN §5).
+//! The merged, fingerprinted view a registry serves (docs/design.md §6).
 //!
 //! The view holds the winning record of every key it has read (tombstones
 //! and expired records included, so an older write arriving late cannot

@@ -1,4 +1,4 @@
-//! mcs-registry: the registry server of DESIGN §4–§6.
+//! mcs-registry: the registry server of docs/design.md §4–§7.
 //!
 //! ```text
 //!  HTTP (http) ──► Registrar ──conditional write──► Store

@@ -1,4 +1,4 @@
-//! The read path (DESIGN §5): poll the local store for what changed, read
+//! The read path (docs/design.md §6): poll the local store for what changed, read
 //! everything now and then, merge into the view, expire leases on time.
 //!
 //! The same loop runs on every backend: on the embedded store it polls memory

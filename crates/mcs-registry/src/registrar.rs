@@ -1,4 +1,4 @@
-//! The write path (DESIGN §4): turn a validated request into a record, make
+//! The write path (docs/design.md §4): turn a validated request into a record, make
 //! one conditional write, and only after storage acknowledged it apply it to
 //! the local view so the writer reads its own write.
 //!

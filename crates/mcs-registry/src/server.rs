@@ -248,7 +248,7 @@ pub async fn wait_for_table(
 /// Accepts connections on `listener` until `stop` turns true, then waits up
 /// to the shutdown grace for open connections to finish. At most
 /// `--max-connections` are served at once (`listener` names them in
-/// metrics); one past the cap is answered `503` (see [`crate::connection`]),
+/// metrics); one past the cap is answered `503` (see `crate::connection`),
 /// or closed at once while [`REFUSALS_IN_FLIGHT`] others are being answered.
 pub async fn serve(
     listener: TcpListener,

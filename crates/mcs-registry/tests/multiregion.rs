@@ -1,4 +1,4 @@
-//! Multi-region scenarios (DESIGN §2, §10, §11): regional tables of one
+//! Multi-region scenarios (docs/design.md §1, §9, §10): regional tables of one
 //! moto_server, a test replicator between them that can delay, reorder,
 //! lose, hold and partition, and one real `mcs-registry` per region. The
 //! regions must converge to the same fingerprints, lose no acknowledged
@@ -70,7 +70,7 @@ async fn a_write_is_visible_in_the_other_region_within_replication_delay_and_a_r
     const DELAY: Duration = Duration::from_millis(200);
     let Some(world) = MultiRegion::start("visibility", &[A, B], &[], 1).await else { return };
     world.faults().set_all(&LinkFaults { delay: DELAY, ..LinkFaults::default() });
-    // Typical, not guaranteed (DESIGN §10): replication lag plus one
+    // Typical, not guaranteed (docs/design.md §9): replication lag plus one
     // refresh; the slack covers the stream poll and a loaded machine.
     let bound = DELAY + REFRESH + Duration::from_secs(2);
 
@@ -544,8 +544,8 @@ async fn a_replication_stall_holds_the_mass_expiry_then_releases_it() {
     stall_until_expiries_are_held(false).await;
 }
 
-/// The hold as DESIGN §5 states it: none of the wave is served as expired
-/// before the hold. Leases never run out in the same instant (their
+/// The hold as docs/design.md §6 states it: none of the wave is served as
+/// expired before the hold. Leases never run out in the same instant (their
 /// renewals were spread over a heartbeat round), but by the first expiry
 /// every lease has missed a renewal, so all are at risk and held together.
 /// B must have seen the pools renew (it learns their heartbeat interval

@@ -18,7 +18,7 @@
 //! With `strict_leases`, the views are also compared at every instant
 //! between `T1` and `T2` (sections only change at lease deadlines, so after
 //! each deadline), and the winners' leases must be equal: the guarantee that
-//! replicas holding the same items serve the same fingerprint (DESIGN §10),
+//! replicas holding the same items serve the same fingerprint (docs/design.md §9),
 //! at every moment rather than at two.
 
 use crate::registrar::Process;
@@ -44,7 +44,7 @@ pub enum Invariant {
     ///    read; the served pools are exactly the live winners; at
     ///    quiescence the winner is the newest acknowledged write.
     NoStaleServe,
-    /// DESIGN §10: an older generation never replaces a newer one in a
+    /// docs/design.md §9: an older generation never replaces a newer one in a
     ///    replica (checked on every write and every delivery).
     ReplicaMonotone,
     /// A withdrawal fences its incarnation in storage: a write of that

@@ -1,4 +1,4 @@
-//! A seeded, deterministic simulation of mcs-registry's rules (DESIGN §11):
+//! A seeded, deterministic simulation of mcs-registry's rules (docs/design.md §10):
 //! regions with one replica each of a global table that holds one item per
 //! `(key, origin region)`, registrar processes that write only their own
 //! region's items and serve a [`mcs_core::View`] fed by polls, PoolRelays
@@ -25,8 +25,10 @@
 //!  MCS_SIM_SCHEDULES=100000 cargo test -p mcs-sim --test schedules
 //!  MCS_SIM_SEED=2814 cargo test -p mcs-sim <test> -- --include-ignored --nocapture
 //!                                                          replay one seed, with its trace
-//!  cargo test -p mcs-sim --test known_issues -- --ignored --nocapture
+//!  cargo test -p mcs-sim --test known_issues -- --nocapture
 //!                                                          what the simulation found
+//!  RULES=changed_at cargo run --release -p mcs-sim --example explore
+//!                                                          other rules and knobs
 //! ```
 
 pub mod check;

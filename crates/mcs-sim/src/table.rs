@@ -1,5 +1,5 @@
 //! One region's replica of the global table: one item per `(key, origin)`,
-//! where `origin` is the region whose registrars wrote it (DESIGN §7 with
+//! where `origin` is the region whose registrars wrote it (docs/design.md §3 with
 //! the origin in the sort key). A region writes only items of its own
 //! origin; every other item arrives by replication.
 

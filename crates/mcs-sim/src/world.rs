@@ -37,7 +37,7 @@ pub struct Options {
     /// Keep a trace of the schedule (a failing seed is replayed with it).
     pub trace: bool,
     /// Check during the run that no replica's item goes back to an older
-    /// generation (DESIGN §10), besides the four end-to-end invariants.
+    /// generation (docs/design.md §9), besides the four end-to-end invariants.
     pub check_replicas: bool,
     /// Also require the views to agree on every winner's lease, and to
     /// serve the same sections at every instant from T1 until every lease
@@ -612,7 +612,7 @@ impl World {
         self.check_step(to, from, old.as_ref(), &item, "replication")
     }
 
-    /// DESIGN §10: an older generation never replaces a newer one in a replica.
+    /// docs/design.md §9: an older generation never replaces a newer one in a replica.
     fn check_step(
         &self,
         region: usize,

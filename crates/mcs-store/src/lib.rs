@@ -4,7 +4,7 @@
 //! `testsuite`) the conformance suite that every backend must pass.
 //!
 //! A store holds one item per [`Key`] and offers exactly what
-//! the registrar and the reader need (DESIGN §4–§5): one conditional write
+//! the registrar and the reader need (docs/design.md §4, §6): one conditional write
 //! that applies the rule of [`mcs_core::decide`], a full read, and a read of
 //! what changed since a watermark.
 

@@ -294,7 +294,7 @@ fn heartbeat(v: &mut View, dgd_name: &str, duration_ms: u64, every_ms: u64, from
     }
 }
 
-/// The rule of the mass-expiry hold (DESIGN §5): a lease is at risk when it
+/// The rule of the mass-expiry hold (docs/design.md §6): a lease is at risk when it
 /// is due or has missed a renewal its holder's heartbeat interval promises;
 /// a lease that merely ends soon is not. Healthy leases of every length,
 /// the short ones a client chose included, are never at risk.

@@ -1,6 +1,6 @@
-//! The HTTP API of DESIGN §6 (axum): routes, shared state and the
-//! request-metrics layer. Handlers live in [`lists`] (reads and long-polls)
-//! and [`writes`] (registrations, exports and withdrawals).
+//! The HTTP API of docs/design.md §7 (axum): routes, shared state and the
+//! request-metrics layer. Handlers live in `lists` (reads and long-polls)
+//! and `writes` (registrations, exports and withdrawals).
 
 mod error;
 mod extract;

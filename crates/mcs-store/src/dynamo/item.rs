@@ -1,4 +1,4 @@
-//! The item layout of DESIGN §7: how a [`Record`] becomes a DynamoDB item
+//! The item layout of docs/design.md §3: how a [`Record`] becomes a DynamoDB item
 //! and back. The only file that knows attribute names and key prefixes.
 //!
 //! ```text

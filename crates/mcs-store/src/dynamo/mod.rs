@@ -1,5 +1,5 @@
 //! The DynamoDB backend: [`DynamoStore`] on one table of a global table,
-//! laid out as DESIGN §7 says, created and evolved by [`migrate`].
+//! laid out as docs/design.md §3 says, created and evolved by [`migrate()`].
 //!
 //! ```text
 //!  Registrar ─ put ──► one conditional PutItem (condition = mcs_core::decide)

@@ -1,0 +1,33 @@
+//! Free exploration of the simulation, not a test: runs many schedules with
+//! a choice of rules and knobs and prints how many failed, their seeds and
+//! the first two failures.
+//!
+//! ```text
+//!  RULES=real|changed_at|supersedes  KNOBS=drift,stored_only,strict
+//!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
+//!  cargo run --release -p mcs-sim --example explore
+//! ```
+
+use mcs_sim::{Knobs, Options, Rules, run_many, seeds_from_env};
+
+fn main() {
+    let rules = match std::env::var("RULES").as_deref() {
+        Ok("changed_at") => Rules::CHANGED_AT_REPLICATION,
+        Ok("supersedes") => Rules::SUPERSEDES_REPLICATION,
+        _ => Rules::REAL,
+    };
+    let knobs_var = std::env::var("KNOBS").unwrap_or_default();
+    let has = |k: &str| knobs_var.split(',').any(|x| x == k);
+    let options = Options {
+        strict_leases: has("strict"),
+        knobs: Knobs { lease_drift: has("drift"), view_applies_stored_only: has("stored_only") },
+        ..Options::default()
+    };
+    let seeds = seeds_from_env(2_000);
+    let report = run_many(&seeds, rules, options, false);
+    println!("{} [{knobs_var}]: {} failures of {}", rules.name, report.failures.len(), report.ran);
+    println!("seeds: {:?}", report.failures.iter().map(|f| f.seed).take(20).collect::<Vec<_>>());
+    for f in report.failures.iter().take(2) {
+        println!("{f}");
+    }
+}
