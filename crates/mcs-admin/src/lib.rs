@@ -17,10 +17,10 @@
 pub mod cli;
 pub mod commands;
 pub mod connect;
+pub mod liveness;
 pub mod output;
 pub mod progress;
 pub mod scan;
-pub mod state;
 #[cfg(test)]
 pub(crate) mod testing;
 

@@ -17,7 +17,7 @@ mod lease;
 mod list;
 mod pool;
 mod query;
-mod router;
+mod router_replica;
 mod scalar;
 mod service;
 
@@ -27,7 +27,7 @@ pub use lease::Lease;
 pub use list::{ClusterList, ExportList, ImportList, PoolList, RouterList};
 pub use pool::{Capacity, Location, Pool, PoolId, PoolKey, PoolRegistered, PoolRegistration};
 pub use query::{ListQuery, Withdrawal};
-pub use router::{RouterId, RouterRegistered, RouterRegistration, RouterReplica};
+pub use router_replica::{RouterId, RouterRegistered, RouterRegistration, RouterReplica};
 pub use scalar::{HostPort, Incarnation, Label, NonBlank};
 pub use service::{
     Condition, ConditionStatus, Endpoint, Export, ExportAccepted, ExportKey, ExportRequest,

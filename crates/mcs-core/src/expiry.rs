@@ -51,6 +51,18 @@ pub enum Verdict {
     },
 }
 
+/// The leases a verdict weighs, counted at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeaseCounts {
+    /// Leases whose deadline has come: the expiries to judge.
+    pub due: usize,
+    /// Leases due, or past a renewal their holder should have made (the due
+    /// ones included).
+    pub at_risk: usize,
+    /// Leases served (the due ones included).
+    pub live: usize,
+}
+
 /// Tracks recent expiries and the current hold.
 #[derive(Debug, Clone)]
 pub struct ExpiryGuard {
@@ -77,12 +89,11 @@ impl ExpiryGuard {
         self.policy.renewal_slack_ms
     }
 
-    /// Judges `due` expiries at `now_ms`, with `at_risk` leases (the due
-    /// ones included) due or past a renewal their holder should have made,
-    /// and `live` leases served (the due ones included). Leases end one by
+    /// Judges the expiries due at `now_ms` among `leases`. Leases end one by
     /// one even in a stall, so the wave counts those that missed their
     /// renewals as well as those that just expired.
-    pub fn judge(&mut self, now_ms: u64, due: usize, at_risk: usize, live: usize) -> Verdict {
+    pub fn judge(&mut self, now_ms: u64, leases: LeaseCounts) -> Verdict {
+        let LeaseCounts { due, at_risk, live } = leases;
         let horizon = now_ms.saturating_sub(self.policy.window_ms);
         while self.recent.front().is_some_and(|t| *t < horizon) {
             self.recent.pop_front();
@@ -141,7 +152,7 @@ mod tests {
     #[test]
     fn a_lone_expiry_is_never_held() {
         let mut g = guard();
-        assert_eq!(g.judge(0, 1, 1, 1), Verdict::Expire);
+        assert_eq!(g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1 }), Verdict::Expire);
         let mut strict = ExpiryGuard::new(HoldPolicy {
             threshold: 0.0,
             min_count: 0,
@@ -149,46 +160,85 @@ mod tests {
             renewal_slack_ms: 2_000,
             max_hold_ms: 1,
         });
-        assert_eq!(strict.judge(0, 1, 1, 1), Verdict::Expire, "min_count is at least 2");
+        assert_eq!(
+            strict.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1 }),
+            Verdict::Expire,
+            "min_count is at least 2"
+        );
     }
 
     #[test]
     fn a_wave_is_held_then_released_at_the_maximum() {
         let mut g = guard();
-        assert_eq!(g.judge(1_000, 6, 6, 10), Verdict::Hold { since_ms: 1_000, started: true });
+        assert_eq!(
+            g.judge(1_000, LeaseCounts { due: 6, at_risk: 6, live: 10 }),
+            Verdict::Hold { since_ms: 1_000, started: true }
+        );
         assert!(g.is_holding());
-        assert_eq!(g.judge(20_000, 8, 8, 10), Verdict::Hold { since_ms: 1_000, started: false });
-        assert_eq!(g.judge(31_000, 8, 8, 10), Verdict::Expire, "released after the maximum");
+        assert_eq!(
+            g.judge(20_000, LeaseCounts { due: 8, at_risk: 8, live: 10 }),
+            Verdict::Hold { since_ms: 1_000, started: false }
+        );
+        assert_eq!(
+            g.judge(31_000, LeaseCounts { due: 8, at_risk: 8, live: 10 }),
+            Verdict::Expire,
+            "released after the maximum"
+        );
         g.expired(31_000, 8);
         assert!(!g.is_holding());
-        assert_eq!(g.judge(32_000, 2, 2, 2), Verdict::Expire, "no new hold right after a release");
+        assert_eq!(
+            g.judge(32_000, LeaseCounts { due: 2, at_risk: 2, live: 2 }),
+            Verdict::Expire,
+            "no new hold right after a release"
+        );
     }
 
     #[test]
     fn a_wave_spread_over_the_window_is_counted() {
         let mut g = guard();
         for t in 0..2u64 {
-            assert_eq!(g.judge(t * 1_000, 1, 1, 10 - t as usize), Verdict::Expire, "small so far");
+            assert_eq!(
+                g.judge(t * 1_000, LeaseCounts { due: 1, at_risk: 1, live: 10 - t as usize }),
+                Verdict::Expire,
+                "small so far"
+            );
             g.expired(t * 1_000, 1);
         }
         // 2 recent + 4 due = 6 of (8 live + 2 recent): over half.
-        assert!(matches!(g.judge(2_000, 4, 4, 8), Verdict::Hold { .. }));
+        assert!(matches!(
+            g.judge(2_000, LeaseCounts { due: 4, at_risk: 4, live: 8 }),
+            Verdict::Hold { .. }
+        ));
     }
 
     #[test]
     fn leases_that_missed_their_renewals_count_toward_the_wave() {
         let mut g = guard();
         // One lease due now, but 5 more of 10 missed their renewals: a stall.
-        assert!(matches!(g.judge(0, 1, 6, 10), Verdict::Hold { started: true, .. }));
+        assert!(matches!(
+            g.judge(0, LeaseCounts { due: 1, at_risk: 6, live: 10 }),
+            Verdict::Hold { started: true, .. }
+        ));
         let mut g = guard();
-        assert_eq!(g.judge(0, 1, 1, 10), Verdict::Expire, "every other holder renews");
+        assert_eq!(
+            g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 10 }),
+            Verdict::Expire,
+            "every other holder renews"
+        );
     }
 
     #[test]
     fn renewals_during_a_hold_end_it() {
         let mut g = guard();
-        assert!(matches!(g.judge(0, 6, 6, 10), Verdict::Hold { .. }));
-        assert_eq!(g.judge(1_000, 1, 1, 10), Verdict::Expire, "most leases were renewed");
+        assert!(matches!(
+            g.judge(0, LeaseCounts { due: 6, at_risk: 6, live: 10 }),
+            Verdict::Hold { .. }
+        ));
+        assert_eq!(
+            g.judge(1_000, LeaseCounts { due: 1, at_risk: 1, live: 10 }),
+            Verdict::Expire,
+            "most leases were renewed"
+        );
         assert!(!g.is_holding());
     }
 
@@ -201,6 +251,6 @@ mod tests {
             renewal_slack_ms: 2_000,
             max_hold_ms: 30_000,
         });
-        assert_eq!(g.judge(0, 10, 10, 10), Verdict::Expire);
+        assert_eq!(g.judge(0, LeaseCounts { due: 10, at_risk: 10, live: 10 }), Verdict::Expire);
     }
 }

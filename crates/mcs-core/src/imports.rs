@@ -7,6 +7,9 @@
 //! - Any disagreement (port, type, session affinity) is a conflict, and every
 //!   export of the service reports `Conflict=True` with the reasons, the
 //!   winning one included. Conflicting exports still contribute endpoints.
+//!
+//! An export stored while its cluster holds no live lease is not part of any
+//! import; [`unserved_export_conditions`] says so to its writer.
 
 use mcs_api::{
     Condition, ConditionStatus, ExportSpec, ImportCluster, Label, ServiceImport, ServiceName,
@@ -20,6 +23,9 @@ pub const PORT_CONFLICT: &str = "PortConflict";
 pub const TYPE_CONFLICT: &str = "TypeConflict";
 /// Reason for exports that disagree on session affinity or its timeout.
 pub const SESSION_AFFINITY_CONFLICT: &str = "SessionAffinityConflict";
+
+/// Reason of an export's `Ready=False` while its cluster holds no live lease.
+pub const NO_CLUSTER_LEASE: &str = "NoClusterLease";
 
 /// The import of one service and the conditions of each of its exports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +96,7 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
         .iter()
         .map(|(cluster, _)| {
             let conditions = vec![
-                condition("Valid", ConditionStatus::True, "Valid", "export is valid"),
+                valid(),
                 condition(
                     "Ready",
                     ConditionStatus::True,
@@ -136,6 +142,26 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
         },
         export_conditions,
     })
+}
+
+/// The conditions of an export of `cluster_id` stored while that cluster
+/// holds no live lease: valid, but not ready until the cluster registers.
+pub fn unserved_export_conditions(cluster_id: &Label) -> Vec<Condition> {
+    vec![
+        valid(),
+        condition(
+            "Ready",
+            ConditionStatus::False,
+            NO_CLUSTER_LEASE,
+            &format!(
+                "cluster {cluster_id} holds no live lease; the export is served once it registers"
+            ),
+        ),
+    ]
+}
+
+fn valid() -> Condition {
+    condition("Valid", ConditionStatus::True, "Valid", "export is valid")
 }
 
 fn losers(ranked: &[&(&Label, &ExportSpec)], differs: impl Fn(&ExportSpec) -> bool) -> Vec<String> {
@@ -307,6 +333,26 @@ mod tests {
         spec.endpoints[0].ready = false;
         let m = merge(&svc(), &[(&a, &spec)]).unwrap();
         assert_eq!(m.import.conditions[0].status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn an_unserved_export_is_valid_but_not_ready() {
+        let conditions = unserved_export_conditions(&label("c1"));
+        let summary: Vec<(&str, ConditionStatus, &str)> = conditions
+            .iter()
+            .map(|c| (c.condition_type.as_str(), c.status, c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("Valid", ConditionStatus::True, "Valid"),
+                ("Ready", ConditionStatus::False, NO_CLUSTER_LEASE),
+            ]
+        );
+        assert_eq!(
+            conditions[1].message,
+            "cluster c1 holds no live lease; the export is served once it registers"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod rules;
 pub mod view;
 pub mod write;
 
-pub use expiry::{ExpiryGuard, HoldPolicy, Verdict};
+pub use expiry::{ExpiryGuard, HoldPolicy, LeaseCounts, Verdict};
 pub use fingerprint::{Fingerprint, Section};
 pub use hlc::Hlc;
 pub use lease::LeasePolicy;

@@ -1,5 +1,7 @@
-//! The record: a typed payload plus the fields the merge rules need.
+//! The record: a typed payload plus the fields the merge rules need. The
+//! rules themselves live in [`crate::rules`]; the methods here delegate.
 
+use crate::rules;
 use mcs_api::{ExportKey, ExportSpec, Label, Pool, PoolId, RouterId, RouterReplica};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -148,49 +150,21 @@ impl Record {
     }
 
     /// Whether the record's lease is live at `now_ms`, given `skew_ms` of
-    /// allowance for clock differences between writer and reader. Exports
-    /// have no lease of their own: they are live when not withdrawn, and the
-    /// view adds their cluster's liveness.
+    /// allowance for clock differences ([`rules::is_live`]).
     pub fn is_live(&self, now_ms: u64, skew_ms: u64) -> bool {
-        if self.is_tombstone() {
-            return false;
-        }
-        match self.lease_until_ms {
-            Some(until) => now_ms < until.saturating_add(skew_ms),
-            None => self.key.kind() == Kind::Export,
-        }
+        rules::is_live(self, now_ms, skew_ms)
     }
 
-    /// When the item has no more use and storage may drop it (before a
-    /// retention is added): a lease's end, a tombstone's write time; `None`
-    /// for exports, which live on their cluster.
+    /// When the item has no more use and storage may drop it, before a
+    /// retention is added ([`rules::expires_at_ms`]).
     pub fn expires_at_ms(&self) -> Option<u64> {
-        if self.is_tombstone() {
-            return Some(self.changed_at_ms);
-        }
-        self.lease_until_ms
+        rules::expires_at_ms(self)
     }
 
-    /// When the record has no more use, as [`expires_at_ms`](Self::expires_at_ms),
-    /// but for an export (not withdrawn) derived from `cluster`, the merged
-    /// record of its cluster: an export lives on its cluster's lease, so it
-    /// is of no use once that lease has ended or the cluster was withdrawn.
-    /// It is the later of the cluster's expiry (its lease's end, or its
-    /// withdrawal) and the export's own last write (an export may be written
-    /// while its cluster holds no lease); with no cluster record at all,
-    /// the export's last write. `None` while the cluster's record has no
-    /// expiry.
-    ///
-    /// No stored `ttl` can say this: a cluster renews its lease by writing
-    /// its own item only, never its exports'. So gc computes it.
+    /// When the record has no more use, an export's derived from `cluster`,
+    /// the merged record of its cluster ([`rules::expires_at_ms_on`]).
     pub fn expires_at_ms_on(&self, cluster: Option<&Record>) -> Option<u64> {
-        if self.key.kind() != Kind::Export || self.is_tombstone() {
-            return self.expires_at_ms();
-        }
-        match cluster {
-            None => Some(self.changed_at_ms),
-            Some(cluster) => cluster.expires_at_ms().map(|at| at.max(self.changed_at_ms)),
-        }
+        rules::expires_at_ms_on(self, cluster)
     }
 
     /// Digest of what a renewal must not change: the payload and the owner.
@@ -203,46 +177,9 @@ impl Record {
         digest[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    /// Whether `self` should replace `stored` in a merged view: a higher
-    /// version, or the same version with a later lease end, then a later
-    /// write time (a renewal). Equal versions are ordered by lease end first
-    /// because that is the order stores keep renewals in
-    /// ([`crate::rules::renewal_extends`]); ordering them by write time
-    /// alone let views holding the same items disagree on when a lease ends.
+    /// Whether `self` should replace `stored` in a merged view
+    /// ([`rules::supersedes`]).
     pub fn supersedes(&self, stored: &Record) -> bool {
-        match self.version.cmp(&stored.version) {
-            std::cmp::Ordering::Greater => true,
-            std::cmp::Ordering::Equal => {
-                (self.lease_until_ms, self.changed_at_ms)
-                    > (stored.lease_until_ms, stored.changed_at_ms)
-            }
-            std::cmp::Ordering::Less => false,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
-
-    #[test]
-    fn an_export_expires_with_its_cluster() {
-        let mut export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
-        export.changed_at_ms = 100;
-        let leased = mk_cluster("c1", 1, "ctl", 500);
-        assert_eq!(export.expires_at_ms(), None, "no expiry of its own");
-        assert_eq!(export.expires_at_ms_on(Some(&leased)), Some(500), "the lease's end");
-        assert_eq!(export.expires_at_ms_on(None), Some(100), "no cluster: its own write");
-        let mut withdrawn = mk_tombstone("c1", 2, "w");
-        withdrawn.key = leased.key.clone();
-        withdrawn.changed_at_ms = 50;
-        assert_eq!(export.expires_at_ms_on(Some(&withdrawn)), Some(100), "written after it");
-        withdrawn.changed_at_ms = 300;
-        assert_eq!(export.expires_at_ms_on(Some(&withdrawn)), Some(300), "the withdrawal");
-        let mut gone = export.clone();
-        gone.body = crate::Body::Tombstone;
-        assert_eq!(gone.expires_at_ms_on(Some(&leased)), Some(100), "a tombstone's own write");
-        let pool = mk_pool("p", 1, "w", None, Some(700));
-        assert_eq!(pool.expires_at_ms_on(Some(&leased)), Some(700), "others: their own");
+        rules::supersedes(self, stored)
     }
 }

@@ -1,10 +1,18 @@
-//! The write rule every store applies (docs/design.md §2, §4), in one place.
+//! The rules over records (docs/design.md §2, §4, §6), in one place: the
+//! write rule every store applies, the merge order of views, liveness and
+//! expiry.
 //!
-//! The memory store calls [`decide`] directly; the DynamoDB store expresses
-//! the same rule as a condition expression and calls [`decide`] on the
-//! `ALL_OLD` image of a refused write to explain the refusal.
+//! - [`decide`]: what a conditional write does. The memory store calls it
+//!   directly; the DynamoDB store expresses the same rule as a condition
+//!   expression and calls [`decide`] on the `ALL_OLD` image of a refused
+//!   write to explain the refusal.
+//! - [`supersedes`]: which of two records of a key a merged view keeps.
+//! - [`is_live`]: whether a record's lease is live at a time.
+//! - [`expires_at_ms`], [`expires_at_ms_on`]: when a record has no more use.
+//!
+//! [`Record`]'s methods of the same names delegate here.
 
-use crate::{Record, Version};
+use crate::{Kind, Record, Version};
 
 /// What a conditional write does to the stored record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +123,68 @@ pub fn fenced_by_withdrawal<'a>(held: Option<&'a Record>, new: &Record) -> Optio
 /// the lease (a delayed retry must not shorten it).
 pub fn renewal_extends(stored: &Record, new: &Record) -> bool {
     new.lease_until_ms.unwrap_or(0) > stored.lease_until_ms.unwrap_or(0)
+}
+
+/// Whether `incoming` should replace `held` in a merged view: a higher
+/// version, or the same version with a later lease end, then a later write
+/// time (a renewal). Equal versions are ordered by lease end first because
+/// that is the order stores keep renewals in ([`renewal_extends`]); ordering
+/// them by write time alone let views holding the same items disagree on
+/// when a lease ends.
+pub fn supersedes(incoming: &Record, held: &Record) -> bool {
+    match incoming.version.cmp(&held.version) {
+        std::cmp::Ordering::Greater => true,
+        std::cmp::Ordering::Equal => {
+            (incoming.lease_until_ms, incoming.changed_at_ms)
+                > (held.lease_until_ms, held.changed_at_ms)
+        }
+        std::cmp::Ordering::Less => false,
+    }
+}
+
+/// Whether `record`'s lease is live at `now_ms`, given `skew_ms` of
+/// allowance for clock differences between writer and reader. Exports have
+/// no lease of their own: they are live when not withdrawn, and the view
+/// adds their cluster's liveness.
+pub fn is_live(record: &Record, now_ms: u64, skew_ms: u64) -> bool {
+    if record.is_tombstone() {
+        return false;
+    }
+    match record.lease_until_ms {
+        Some(until) => now_ms < until.saturating_add(skew_ms),
+        None => record.key.kind() == Kind::Export,
+    }
+}
+
+/// When `record` has no more use and storage may drop it (before a
+/// retention is added): a lease's end, a tombstone's write time; `None` for
+/// exports, which live on their cluster.
+pub fn expires_at_ms(record: &Record) -> Option<u64> {
+    if record.is_tombstone() {
+        return Some(record.changed_at_ms);
+    }
+    record.lease_until_ms
+}
+
+/// When `record` has no more use, as [`expires_at_ms`], but for an export
+/// (not withdrawn) derived from `cluster`, the merged record of its cluster:
+/// an export lives on its cluster's lease, so it is of no use once that
+/// lease has ended or the cluster was withdrawn. It is the later of the
+/// cluster's expiry (its lease's end, or its withdrawal) and the export's
+/// own last write (an export may be written while its cluster holds no
+/// lease); with no cluster record at all, the export's last write. `None`
+/// while the cluster's record has no expiry.
+///
+/// No stored `ttl` can say this: a cluster renews its lease by writing its
+/// own item only, never its exports'. So gc computes it.
+pub fn expires_at_ms_on(record: &Record, cluster: Option<&Record>) -> Option<u64> {
+    if record.key.kind() != Kind::Export || record.is_tombstone() {
+        return expires_at_ms(record);
+    }
+    match cluster {
+        None => Some(record.changed_at_ms),
+        Some(cluster) => expires_at_ms(cluster).map(|at| at.max(record.changed_at_ms)),
+    }
 }
 
 #[cfg(test)]
@@ -305,8 +375,8 @@ mod tests {
         let mut later_but_shorter = a.clone();
         later_but_shorter.changed_at_ms += 10;
         later_but_shorter.lease_until_ms = Some(99);
-        assert!(!later_but_shorter.supersedes(&a), "a renewal that ends sooner is not newer");
-        assert!(a.supersedes(&later_but_shorter));
+        assert!(!supersedes(&later_but_shorter, &a), "a renewal that ends sooner is not newer");
+        assert!(supersedes(&a, &later_but_shorter));
     }
 
     #[test]
@@ -314,10 +384,46 @@ mod tests {
         let a = mk_pool("p", 5, "r1", None, Some(100));
         let mut renewed = a.clone();
         renewed.changed_at_ms += 1;
-        assert!(renewed.supersedes(&a));
-        assert!(!a.supersedes(&renewed));
-        assert!(!a.supersedes(&a));
-        assert!(mk_pool("p", 6, "a", None, None).supersedes(&a));
-        assert!(!mk_pool("p", 4, "z", None, None).supersedes(&a));
+        assert!(supersedes(&renewed, &a));
+        assert!(!supersedes(&a, &renewed));
+        assert!(!supersedes(&a, &a));
+        assert!(supersedes(&mk_pool("p", 6, "a", None, None), &a));
+        assert!(!supersedes(&mk_pool("p", 4, "z", None, None), &a));
+    }
+
+    #[test]
+    fn an_export_expires_with_its_cluster() {
+        use crate::fixtures::{mk_cluster, mk_export, mk_export_spec};
+        let mut export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
+        export.changed_at_ms = 100;
+        let leased = mk_cluster("c1", 1, "ctl", 500);
+        assert_eq!(expires_at_ms(&export), None, "no expiry of its own");
+        assert_eq!(expires_at_ms_on(&export, Some(&leased)), Some(500), "the lease's end");
+        assert_eq!(expires_at_ms_on(&export, None), Some(100), "no cluster: its own write");
+        let mut withdrawn = mk_tombstone("c1", 2, "w");
+        withdrawn.key = leased.key.clone();
+        withdrawn.changed_at_ms = 50;
+        assert_eq!(expires_at_ms_on(&export, Some(&withdrawn)), Some(100), "written after it");
+        withdrawn.changed_at_ms = 300;
+        assert_eq!(expires_at_ms_on(&export, Some(&withdrawn)), Some(300), "the withdrawal");
+        let mut gone = export.clone();
+        gone.body = crate::Body::Tombstone;
+        assert_eq!(expires_at_ms_on(&gone, Some(&leased)), Some(100), "a tombstone's own write");
+        let pool = mk_pool("p", 1, "w", None, Some(700));
+        assert_eq!(expires_at_ms_on(&pool, Some(&leased)), Some(700), "others: their own");
+    }
+
+    #[test]
+    fn a_lease_is_live_until_its_end_plus_the_skew_allowance() {
+        use crate::fixtures::{mk_export, mk_export_spec};
+        let pool = mk_pool("p", 1, "w", None, Some(1_000));
+        assert!(is_live(&pool, 999, 0));
+        assert!(!is_live(&pool, 1_000, 0), "ended");
+        assert!(is_live(&pool, 1_099, 100), "within the allowance");
+        assert!(!is_live(&pool, 1_100, 100));
+        assert!(!is_live(&mk_pool("p", 1, "w", None, None), 0, 0), "no lease, not an export");
+        let export = mk_export("c1", "web", 1, mk_export_spec(0, vec![]));
+        assert!(is_live(&export, u64::MAX, 0), "an export has no lease of its own");
+        assert!(!is_live(&mk_tombstone("p", 2, "w"), 0, 0), "withdrawn");
     }
 }

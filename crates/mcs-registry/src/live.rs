@@ -14,7 +14,7 @@ use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::fingerprint::Section;
 use mcs_core::view::Resync;
-use mcs_core::{ExpiryGuard, HoldPolicy, Record, Verdict, View};
+use mcs_core::{ExpiryGuard, HoldPolicy, LeaseCounts, Record, Verdict, View};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,6 +74,17 @@ pub struct Rendered {
 /// A rendered body and the section version and completeness it was
 /// rendered for.
 type CachedBody = (u64, bool, Arc<Rendered>);
+
+/// What one poll of storage came to, for [`LiveView::mark_poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// The read failed: the view is served as it was.
+    Failed,
+    /// A delta read succeeded.
+    DeltaRead,
+    /// A full read succeeded: the view is ready.
+    FullRead,
+}
 
 /// The shared, served view of one registry process.
 #[derive(Debug)]
@@ -141,21 +152,25 @@ impl LiveView {
     /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let (due, at_risk, live) = {
+        let leases = {
             let view = self.read();
             match view.next_deadline() {
                 Some(deadline) if deadline <= now => {
                     let slack =
                         self.guard.lock().unwrap_or_else(|p| p.into_inner()).renewal_slack_ms();
-                    let at_risk = view.leases_at_risk(now, slack);
-                    (view.due_expiries(now), at_risk, view.live_leases())
+                    LeaseCounts {
+                        due: view.due_expiries(now),
+                        at_risk: view.leases_at_risk(now, slack),
+                        live: view.live_leases(),
+                    }
                 }
-                _ => (0, 0, 0),
+                _ => LeaseCounts::default(),
             }
         };
+        let LeaseCounts { due, at_risk, live } = leases;
         let verdict = {
             let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
-            let verdict = guard.judge(now, due, at_risk, live);
+            let verdict = guard.judge(now, leases);
             self.holding.store(guard.is_holding(), Ordering::SeqCst);
             verdict
         };
@@ -205,12 +220,12 @@ impl LiveView {
     }
 
     /// Records the outcome of a poll; a full read makes the view ready.
-    pub fn mark_poll(&self, ok: bool, full: bool) {
-        if ok {
+    pub fn mark_poll(&self, outcome: PollOutcome) {
+        if outcome != PollOutcome::Failed {
             let now = self.clock.now_ms();
             self.last_poll_ok_ms.store(now, Ordering::SeqCst);
             metrics::gauge!(m::LAST_POLL_OK).set(now as f64 / 1000.0);
-            if full {
+            if outcome == PollOutcome::FullRead {
                 self.full_read_done.store(true, Ordering::SeqCst);
             }
         }

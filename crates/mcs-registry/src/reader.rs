@@ -4,7 +4,7 @@
 //! The same loop runs on every backend: on the embedded store it polls memory
 //! exactly as it polls DynamoDB.
 
-use crate::live::LiveView;
+use crate::live::{LiveView, PollOutcome};
 use crate::metrics as m;
 use crate::registrar::Registrar;
 use mcs_store::Store;
@@ -119,7 +119,8 @@ impl Reader {
             tracing::debug!(retry_at_ms = self.full_retry_at_ms, "first full read backing off");
             return;
         };
-        let mode = if full { "full" } else { "delta" };
+        let (mode, read) =
+            if full { ("full", PollOutcome::FullRead) } else { ("delta", PollOutcome::DeltaRead) };
         let started = Instant::now();
         let result = if full {
             self.store.read_all().await
@@ -139,7 +140,7 @@ impl Reader {
                 if full {
                     self.full_failed(read_started_ms);
                 }
-                self.view.mark_poll(false, full);
+                self.view.mark_poll(PollOutcome::Failed);
                 return;
             }
         };
@@ -182,6 +183,6 @@ impl Reader {
         } else {
             self.view.apply_all(records);
         }
-        self.view.mark_poll(true, full);
+        self.view.mark_poll(read);
     }
 }

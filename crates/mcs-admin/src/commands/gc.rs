@@ -32,10 +32,10 @@
 use super::{checked_retention, open_checked};
 use crate::Exit;
 use crate::cli::{GcArgs, GlobalArgs};
+use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table};
 use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
-use crate::state::{Reason, reason_of};
 use anyhow::Context as _;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -5,9 +5,9 @@
 
 use super::{DEFAULT_RETENTION, open_checked};
 use crate::cli::{GetArgs, GlobalArgs, RecordKind};
+use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table, attribute_cell, attribute_json};
 use crate::scan::{origin, view_of};
-use crate::state::{Reason, reason_of};
 use crate::{Exit, UsageError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_api::{ExportKey, Label, PoolId, PoolKey, RouterId};

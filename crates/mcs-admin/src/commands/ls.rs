@@ -9,10 +9,10 @@
 
 use super::{DEFAULT_RETENTION, open_checked};
 use crate::cli::{GlobalArgs, LsArgs, SectionName};
+use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table, relative};
 use crate::progress::Progress;
 use crate::scan::view_of;
-use crate::state::{Reason, reason_of};
 use crate::{Exit, UsageError};
 use mcs_api::{
     Cluster, ConditionStatus, Endpoint, Export, Incarnation, Pool, RouterReplica, ServicePort,

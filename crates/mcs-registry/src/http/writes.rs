@@ -8,10 +8,11 @@ use crate::registrar::Intent;
 use axum::Json;
 use axum::extract::State;
 use mcs_api::{
-    ClusterRegistered, ClusterRegistration, Condition, ConditionStatus, ExportAccepted, ExportKey,
-    ExportRequest, FieldError, Label, PoolId, PoolRegistered, PoolRegistration, RouterId,
-    RouterRegistered, RouterRegistration, Withdrawal, Withdrawn,
+    ClusterRegistered, ClusterRegistration, Condition, ExportAccepted, ExportKey, ExportRequest,
+    FieldError, Label, PoolId, PoolRegistered, PoolRegistration, RouterId, RouterRegistered,
+    RouterRegistration, Withdrawal, Withdrawn,
 };
+use mcs_core::imports::unserved_export_conditions;
 use mcs_core::{Body, Key};
 use std::sync::Arc;
 
@@ -122,29 +123,8 @@ pub(super) async fn put_export(
         .read()
         .export_conditions(&key)
         .map(<[Condition]>::to_vec)
-        .unwrap_or_else(|| unserved_export_conditions(&key));
+        .unwrap_or_else(|| unserved_export_conditions(&key.cluster_id));
     Ok(Json(ExportAccepted { generation: record.version.generation, conditions }))
-}
-
-/// Conditions of an export stored while its cluster holds no live lease.
-fn unserved_export_conditions(key: &ExportKey) -> Vec<Condition> {
-    vec![
-        Condition {
-            condition_type: "Valid".into(),
-            status: ConditionStatus::True,
-            reason: "Valid".into(),
-            message: "export is valid".into(),
-        },
-        Condition {
-            condition_type: "Ready".into(),
-            status: ConditionStatus::False,
-            reason: "NoClusterLease".into(),
-            message: format!(
-                "cluster {} holds no live lease; the export is served once it registers",
-                key.cluster_id
-            ),
-        },
-    ]
 }
 
 async fn withdraw(state: &AppState, key: Key, query: Withdrawal) -> AppResult<Withdrawn> {

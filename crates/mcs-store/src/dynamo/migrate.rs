@@ -234,10 +234,10 @@ pub(crate) async fn read_schema(
         .send()
         .await
         .map_err(|e| {
-            super::observe(OP, started, "error");
+            super::record_request_metrics(OP, started, "error");
             errors::from_sdk(OP, target, e)
         })?;
-    super::observe(OP, started, "ok");
+    super::record_request_metrics(OP, started, "ok");
     if let Some(units) = out.consumed_capacity().and_then(|c| c.capacity_units()) {
         crate::metrics::read_units(OP, units);
     }
@@ -309,7 +309,7 @@ async fn record_version(
         .await;
     match result {
         Ok(out) => {
-            super::observe(OP, started, "ok");
+            super::record_request_metrics(OP, started, "ok");
             if let Some(units) = out.consumed_capacity().and_then(|c| c.capacity_units()) {
                 crate::metrics::write_units(OP, units);
             }
@@ -317,11 +317,11 @@ async fn record_version(
         }
         // A concurrent or newer migrate recorded at least this version.
         Err(e) if errors::code(&e) == Some("ConditionalCheckFailedException") => {
-            super::observe(OP, started, "refused");
+            super::record_request_metrics(OP, started, "refused");
             Ok(())
         }
         Err(e) => {
-            super::observe(OP, started, "error");
+            super::record_request_metrics(OP, started, "error");
             Err(errors::from_sdk(OP, target, e))
         }
     }

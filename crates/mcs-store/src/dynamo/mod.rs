@@ -237,6 +237,6 @@ impl DynamoStore {
 const CAPACITY: ReturnConsumedCapacity = ReturnConsumedCapacity::Total;
 
 /// Records the duration and outcome of one call of `op` begun at `started`.
-fn observe(op: &'static str, started: Instant, outcome: &'static str) {
+fn record_request_metrics(op: &'static str, started: Instant, outcome: &'static str) {
     crate::metrics::request(op, outcome, started.elapsed());
 }

@@ -5,7 +5,7 @@
 
 use super::errors::Target;
 use super::item::{self, CHANGED_AT_MS, CHANGES_INDEX, Item, SHARD, SHARDS};
-use super::{CAPACITY, DynamoStore, condition, errors, observe};
+use super::{CAPACITY, DynamoStore, condition, errors, record_request_metrics};
 use crate::{PutOutcome, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -104,7 +104,7 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(out) => {
-                observe(OP, started, "ok");
+                record_request_metrics(OP, started, "ok");
                 if let Some(u) = units(out.consumed_capacity()) {
                     crate::metrics::write_units(OP, u);
                 }
@@ -114,11 +114,11 @@ impl Store for DynamoStore {
                 if let Some(PutItemError::ConditionalCheckFailedException(refused)) =
                     err.as_service_error()
                 {
-                    observe(OP, started, "refused");
+                    record_request_metrics(OP, started, "refused");
                     let old = refused.item().cloned();
                     return self.explain_refusal(old, record, now_ms).await;
                 }
-                observe(OP, started, "error");
+                record_request_metrics(OP, started, "error");
                 Err(errors::from_sdk(OP, &self.target, err))
             }
         }
@@ -148,10 +148,10 @@ impl Store for DynamoStore {
                 .send()
                 .await;
             let out = out.map_err(|e| {
-                observe(OP, started, "error");
+                record_request_metrics(OP, started, "error");
                 errors::from_sdk(OP, &self.target, e)
             })?;
-            observe(OP, started, "ok");
+            record_request_metrics(OP, started, "ok");
             record_reads(OP, out.consumed_capacity());
             for found in out.items.unwrap_or_default() {
                 // A single item this binary cannot read is an error, not
@@ -230,10 +230,10 @@ async fn scan_segment(
             break;
         };
         let page = page.map_err(|e| {
-            observe(OP, started, "error");
+            record_request_metrics(OP, started, "error");
             errors::from_sdk(OP, &target, e)
         })?;
-        observe(OP, started, "ok");
+        record_request_metrics(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
         records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
     }
@@ -267,10 +267,10 @@ async fn query_changes(
             break;
         };
         let page = page.map_err(|e| {
-            observe(OP, started, "error");
+            record_request_metrics(OP, started, "error");
             errors::from_sdk(OP, &target, e)
         })?;
-        observe(OP, started, "ok");
+        record_request_metrics(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
         records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
     }
