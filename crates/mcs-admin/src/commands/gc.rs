@@ -12,7 +12,7 @@
 //! A record key has one item per region that wrote it (its origin), merged
 //! by version. A key is past the retention when its merged record (the
 //! newest item) is, and then gc deletes **only the item of the region it
-//! runs in** (the store's [`origin`](DynamoStore::origin)). Each region
+//! runs in** (the store's [`origin`](mcs_store::DynamoStore::origin)). Each region
 //! writes only its own items, so only there is a conditional delete checked
 //! against every write the item will ever see: deleting another region's
 //! item through this replica could race a re-registration made there, and
@@ -37,11 +37,8 @@ use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
 use crate::state::{Reason, reason_of};
 use anyhow::Context as _;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::{Key, Record, View};
-use mcs_store::DynamoStore;
-use mcs_store::dynamo::raw::{self, CHANGED_AT_MS, GEN, Item, LEASE_UNTIL_MS, WRITER};
+use mcs_store::dynamo::raw::Item;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -240,7 +237,11 @@ pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Ex
         let progress = Progress::bar("deleting", (items.len() - held) as u64);
         for candidate in items.iter_mut().filter(|c| c.outcome != "held") {
             let (record, item) = &candidate.item;
-            if delete_if_unchanged(&store, record, item).await? {
+            let deleted = store
+                .delete_if_unchanged(record, item)
+                .await
+                .with_context(|| format!("deleting {}", record.key))?;
+            if deleted {
                 candidate.outcome = "deleted";
                 collected.deleted += 1;
             } else {
@@ -254,61 +255,6 @@ pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Ex
     collected.items = items;
     output::print(&render(&collected, global.output, now)?)?;
     Ok(Exit::Ok)
-}
-
-/// Deletes `item` (which stores `record`) if it is still the one read; says
-/// whether it did.
-async fn delete_if_unchanged(
-    store: &DynamoStore,
-    record: &Record,
-    item: &Item,
-) -> anyhow::Result<bool> {
-    let key: Item = [raw::PK, raw::SK]
-        .into_iter()
-        .filter_map(|name| item.get(name).map(|v| (name.to_owned(), v.clone())))
-        .collect();
-    let mut condition = "#gen = :gen AND #writer = :writer AND #changed = :changed".to_owned();
-    let mut request = store
-        .client()
-        .delete_item()
-        .table_name(store.table())
-        .set_key(Some(key))
-        .expression_attribute_names("#gen", GEN)
-        .expression_attribute_names("#writer", WRITER)
-        .expression_attribute_names("#changed", CHANGED_AT_MS)
-        .expression_attribute_names("#lease", LEASE_UNTIL_MS)
-        .expression_attribute_values(
-            ":gen",
-            AttributeValue::N(record.version.generation.to_string()),
-        )
-        .expression_attribute_values(":writer", AttributeValue::S(record.version.writer.clone()))
-        .expression_attribute_values(
-            ":changed",
-            AttributeValue::N(record.changed_at_ms.to_string()),
-        );
-    // A renewal keeps generation and writer but moves the lease: it must
-    // keep the item too.
-    match record.lease_until_ms {
-        Some(until) => {
-            condition.push_str(" AND #lease = :lease");
-            request =
-                request.expression_attribute_values(":lease", AttributeValue::N(until.to_string()));
-        }
-        None => condition.push_str(" AND attribute_not_exists(#lease)"),
-    }
-    match request.condition_expression(condition).send().await {
-        Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.as_service_error(),
-                Some(DeleteItemError::ConditionalCheckFailedException(_))
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(anyhow::Error::from(store.sdk_error("delete_item", e)))
-            .with_context(|| format!("deleting {}", record.key)),
-    }
 }
 
 fn render(c: &Collected, format: Format, now_ms: u64) -> anyhow::Result<String> {
@@ -374,6 +320,7 @@ mod tests {
     use super::*;
     use crate::scan::view_of;
     use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
+    use mcs_store::dynamo::raw;
 
     const NOW: u64 = 1_764_662_400_000;
     const DAY: u64 = 86_400_000;
@@ -450,11 +397,11 @@ mod tests {
         let mut renewed = mk_pool("p", 5, "w", Some("relay"), Some(now + DAY));
         renewed.changed_at_ms = now;
         store.put(&renewed, now).await.unwrap();
-        assert!(!delete_if_unchanged(&store, &read, &item).await.unwrap(), "rewritten: kept");
+        assert!(!store.delete_if_unchanged(&read, &item).await.unwrap(), "rewritten: kept");
         assert_eq!(store.get(&read.key).await.unwrap(), Some(renewed.clone()));
         let item =
             crate::scan::scan(&store, &Progress::hidden()).await.unwrap().records[0].1.clone();
-        assert!(delete_if_unchanged(&store, &renewed, &item).await.unwrap());
+        assert!(store.delete_if_unchanged(&renewed, &item).await.unwrap());
         assert_eq!(store.get(&read.key).await.unwrap(), None);
     }
 
