@@ -50,14 +50,14 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     let schema_version = store.schema_version().await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
     let description = Description {
         table: location.table.clone(),
         region: location.region.clone(),
         schema_version,
         binary_schema_version: SCHEMA_VERSION,
         facts,
-        items: count_by_kind(&view, global.skew_allowance_ms, now),
+        items: count_by_kind(&view, global.store.skew_allowance_ms, now),
         origins: origins(&scanned),
         unreadable: scanned.unreadable.len(),
     };

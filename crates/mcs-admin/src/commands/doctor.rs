@@ -99,22 +99,22 @@ pub(crate) struct Findings<'a> {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
-    checked_retention(args.retention_secs, global.skew_allowance_ms)?;
+    checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
     let location = Location::of(global)?;
     let store = location.open(DEFAULT_RETENTION).await?;
     let facts = store.table_facts().await?;
     let schema_version = store.schema_version().await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
     let checks = checks(&Findings {
         schema_version,
         facts: &facts,
         scan: &scanned,
         view: &view,
-        skew_ms: global.skew_allowance_ms,
+        skew_ms: global.store.skew_allowance_ms,
         ttl_grace_ms: args.ttl_grace_secs.saturating_mul(1000),
-        retention_ms: args.retention_secs.saturating_mul(1000),
+        retention_ms: args.retention.retention_secs.saturating_mul(1000),
         origin: store.origin(),
         now_ms: now,
     });

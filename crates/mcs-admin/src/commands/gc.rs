@@ -212,21 +212,22 @@ struct Collected {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Exit> {
-    let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
+    let retention =
+        checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
     let store = open_checked(global, retention).await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
-    let retention_ms = args.retention_secs.saturating_mul(1000);
-    let past = past_retention(&scanned, &view, global.skew_allowance_ms, retention_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
+    let retention_ms = args.retention.retention_secs.saturating_mul(1000);
+    let past = past_retention(&scanned, &view, global.store.skew_allowance_ms, retention_ms, now);
     let Plan { candidates: mut items, foreign } =
-        plan(past, store.origin(), global.skew_allowance_ms, retention_ms, now);
+        plan(past, store.origin(), global.store.skew_allowance_ms, retention_ms, now);
     let held = items.iter().filter(|c| c.outcome == "held").count();
     let mut collected = Collected {
         table: store.table().to_owned(),
         region: store.origin().to_owned(),
         dry_run: args.dry_run,
-        retention_secs: args.retention_secs,
+        retention_secs: args.retention.retention_secs,
         deleted: 0,
         kept: 0,
         held,

@@ -99,7 +99,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<E
         }
     }
     let now = crate::now_ms();
-    let skew = global.skew_allowance_ms;
+    let skew = global.store.skew_allowance_ms;
     let reason = match winner {
         Some(record) => {
             let mut records = vec![record.clone()];
