@@ -118,8 +118,9 @@ impl DynamoStore {
     }
 
     /// Deletes `stored` (an item as read, which stores `record`) if it is
-    /// still exactly that item ([`condition::for_delete`]); says whether it
-    /// did. For gc (mcs-admin), which collects what TTL would.
+    /// still exactly that item (the same generation, writer, write time and
+    /// lease: `condition::for_delete`); says whether it did. For gc
+    /// (mcs-admin), which collects what TTL would.
     pub async fn delete_if_unchanged(
         &self,
         record: &Record,
