@@ -11,6 +11,7 @@ use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
 use crate::state::{Reason, reason_of};
 use mcs_core::{Kind, View};
+use mcs_store::DynamoStore;
 use mcs_store::dynamo::{SCHEMA_VERSION, TableFacts};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,7 +44,22 @@ struct Description {
     unreadable: usize,
 }
 
-pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+/// What `describe` and `doctor` read of the table of the global flags,
+/// opened without the schema check (both report the schema version).
+pub(super) struct Inspected {
+    pub location: Location,
+    pub store: DynamoStore,
+    pub facts: TableFacts,
+    pub schema_version: Option<u32>,
+    pub scanned: Scan,
+    /// The view of `scanned` at `now`.
+    pub view: View,
+    pub now: u64,
+}
+
+/// Opens the table, asks DynamoDB about it, reads its schema version and
+/// scans it (with a progress counter).
+pub(super) async fn inspect(global: &GlobalArgs) -> anyhow::Result<Inspected> {
     let location = Location::of(global)?;
     let store = location.open(DEFAULT_RETENTION).await?;
     let facts = store.table_facts().await?;
@@ -51,6 +67,12 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
     let view = scanned.view(global.store.skew_allowance_ms, now);
+    Ok(Inspected { location, store, facts, schema_version, scanned, view, now })
+}
+
+pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+    let Inspected { location, facts, schema_version, scanned, view, now, .. } =
+        inspect(global).await?;
     let description = Description {
         table: location.table.clone(),
         region: location.region.clone(),

@@ -19,14 +19,13 @@
 //! items alone (see `gc`), and where TTL runs DynamoDB deletes them anyway;
 //! one left long past its `ttl` is a `ttl backlog` problem already.
 
+use super::checked_retention;
+use super::describe::{Inspected, inspect};
 use super::gc::past_retention;
-use super::{DEFAULT_RETENTION, checked_retention};
 use crate::Exit;
 use crate::cli::{DoctorArgs, GlobalArgs};
-use crate::connect::Location;
 use crate::output::{self, Format, Table, count, relative};
-use crate::progress::Progress;
-use crate::scan::{Scan, number_attribute, origin, scan};
+use crate::scan::{Scan, number_attribute, origin};
 use crate::state::{Reason, reason_of};
 use mcs_api::ConditionStatus;
 use mcs_core::lease::MAX_LEASE_SECS;
@@ -100,13 +99,8 @@ pub(crate) struct Findings<'a> {
 
 pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
     checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
-    let location = Location::of(global)?;
-    let store = location.open(DEFAULT_RETENTION).await?;
-    let facts = store.table_facts().await?;
-    let schema_version = store.schema_version().await?;
-    let now = crate::now_ms();
-    let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.store.skew_allowance_ms, now);
+    let Inspected { location, store, facts, schema_version, scanned, view, now } =
+        inspect(global).await?;
     let checks = checks(&Findings {
         schema_version,
         facts: &facts,
