@@ -1,14 +1,11 @@
 //! Command-line flags: global ones (each `long`, with an `MCS_*` environment
-//! twin like the registry's) and one subcommand per operation.
+//! twin; those of the table and `--retention-secs` are the registry's own,
+//! from `mcs_store::args`) and one subcommand per operation.
 
 use crate::output::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use mcs_store::args::{RetentionArgs, StoreArgs};
 use std::path::PathBuf;
-
-/// The registry's default `--retention-secs`: two days. Every
-/// `--retention-secs` of mcs-admin defaults to it, and the commands that
-/// take none open the table with it.
-pub const DEFAULT_RETENTION_SECS: u64 = 172_800;
 
 /// mcs-admin: migrate, inspect, compare, back up and clean the DynamoDB
 /// table of mcs-registry. Liveness is judged by the registry's own merge
@@ -37,27 +34,15 @@ pub struct Cli {
 /// Flags every subcommand takes; they may come before or after it.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// DynamoDB table (required).
-    #[arg(long, env = "MCS_TABLE", global = true)]
-    pub table: Option<String>,
-
-    /// AWS region of the table replica to use (else the AWS default chain's).
-    #[arg(long, env = "MCS_REGION", global = true)]
-    pub region: Option<String>,
-
-    /// DynamoDB endpoint override, e.g. DynamoDB Local or moto_server.
-    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT", global = true)]
-    pub dynamodb_endpoint: Option<String>,
+    /// The table (`--table` required) and the skew allowance, as the
+    /// registry takes them.
+    #[command(flatten)]
+    pub store: StoreArgs,
 
     /// How long to retry reaching storage (refused connections, timeouts)
     /// before giving up; 0 tries once.
     #[arg(long, env = "MCS_STORAGE_CONNECT_TIMEOUT_SECS", default_value_t = 10, global = true)]
     pub storage_connect_timeout_secs: u64,
-
-    /// How long past its expiry a lease still counts as live; use the
-    /// registry's value.
-    #[arg(long, env = "MCS_SKEW_ALLOWANCE_MS", default_value_t = 1_000, global = true)]
-    pub skew_allowance_ms: u64,
 
     /// Output format.
     #[arg(
@@ -237,11 +222,10 @@ pub struct RestoreArgs {
     /// A file written by `mcs-admin dump`, or `-` for standard input.
     pub file: PathBuf,
 
-    /// Retention added to a restored record's expiry for its `ttl`; use the
-    /// registry's value. Records older than it are skipped (see --force). At
-    /// least one day plus twice the skew allowance.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
-    pub retention_secs: u64,
+    /// Added to a restored record's expiry for its `ttl`; records older
+    /// than it are skipped (see --force).
+    #[command(flatten)]
+    pub retention: RetentionArgs,
 
     /// Accept a dump without the header line and record count (written by
     /// an mcs-admin before they existed): a truncated one then restores
@@ -267,10 +251,9 @@ pub struct DoctorArgs {
     #[arg(long, env = "MCS_TTL_GRACE_SECS", default_value_t = 172_800)]
     pub ttl_grace_secs: u64,
 
-    /// The registry's retention, to find what gc in another region would
-    /// collect. At least one day plus twice the skew allowance.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
-    pub retention_secs: u64,
+    /// The registry's, to find what gc in another region would collect.
+    #[command(flatten)]
+    pub retention: RetentionArgs,
 }
 
 /// `gc`.
@@ -280,11 +263,9 @@ pub struct GcArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Keep tombstones and expired records this long past their expiry;
-    /// use the registry's value. At least one day plus twice the skew
-    /// allowance.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = DEFAULT_RETENTION_SECS)]
-    pub retention_secs: u64,
+    /// Tombstones and expired records are kept this long past their expiry.
+    #[command(flatten)]
+    pub retention: RetentionArgs,
 }
 
 /// `diff`.
@@ -319,7 +300,7 @@ mod tests {
         let before = Cli::try_parse_from(["mcs-admin", "--table=t", "-o", "json", "migrate"]);
         let after = Cli::try_parse_from(["mcs-admin", "migrate", "--table=t", "-o", "json"]);
         for cli in [before.unwrap(), after.unwrap()] {
-            assert_eq!(cli.global.table.as_deref(), Some("t"));
+            assert_eq!(cli.global.store.table.as_deref(), Some("t"));
             assert_eq!(cli.global.output, Format::Json);
             assert!(matches!(cli.command, Command::Migrate(MigrateArgs { create: false })));
         }

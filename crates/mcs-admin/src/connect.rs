@@ -29,7 +29,7 @@ pub struct Location {
 impl Location {
     /// The table of the global flags; `--table` is required.
     pub fn of(global: &GlobalArgs) -> anyhow::Result<Self> {
-        let table = match global.table.as_deref().map(str::trim) {
+        let table = match global.store.table.as_deref().map(str::trim) {
             Some(table) if !table.is_empty() => table.to_owned(),
             _ => {
                 return Err(UsageError {
@@ -43,8 +43,8 @@ impl Location {
         };
         Ok(Self {
             table,
-            region: global.region.clone(),
-            endpoint: global.dynamodb_endpoint.clone(),
+            region: global.store.region.clone(),
+            endpoint: global.store.dynamodb_endpoint.clone(),
             connect_timeout: Duration::from_secs(global.storage_connect_timeout_secs),
         })
     }

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!  Cli ─► run ─► commands::<op> ─► DynamoStore (read_all, put, schema)
-//!                      │       └─► raw scan / GetItem / DeleteItem (mcs_store::dynamo::raw)
+//!                      │       └─► DynamoStore's raw calls (scan_items, items_of,
+//!                      │           delete_if_unchanged, table_facts); items: dynamo::raw
 //!                      └─► View (records at now) ─► report ─► output (table | json | yaml)
 //! ```
 //!

@@ -6,8 +6,8 @@
 //! `pools` array the registry serves. YAML is the same data through
 //! serde_norway.
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use clap::ValueEnum;
+use mcs_store::dynamo::raw::AttributeValue;
 use serde::Serialize;
 use std::io::Write;
 

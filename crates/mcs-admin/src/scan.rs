@@ -3,14 +3,10 @@
 //! the [`View`] built from them as the registry builds its own.
 
 use crate::progress::Progress;
-use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::{Record, View};
 use mcs_store::DynamoStore;
-use mcs_store::dynamo::raw::{self, Item};
-use tokio::task::JoinSet;
-
-/// Segments of the parallel scan, as the store's own full reads use.
-const SEGMENTS: i32 = 4;
+use mcs_store::dynamo::raw::{self, AttributeValue, Item};
+use std::sync::Arc;
 
 /// An item this binary cannot read.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -96,43 +92,13 @@ pub fn view_of(records: impl IntoIterator<Item = Record>, skew_ms: u64, now_ms: 
     view
 }
 
-/// Every item of the store's table: a consistent, paginated, parallel scan,
-/// counted on `progress`.
+/// Every item of the store's table: the store's own consistent, paginated,
+/// parallel scan, counted on `progress`.
 pub async fn scan(store: &DynamoStore, progress: &Progress) -> anyhow::Result<Scan> {
-    let mut segments = JoinSet::new();
-    for segment in 0..SEGMENTS {
-        segments.spawn(scan_segment(store.clone(), segment, progress.clone()));
-    }
-    let mut items = Vec::new();
-    while let Some(joined) = segments.join_next().await {
-        items.extend(joined??);
-    }
+    let counter = progress.clone();
+    let items = store.scan_items(Some(Arc::new(move |n| counter.inc(n)))).await?;
     progress.finish();
     Ok(Scan::from_items(items))
-}
-
-async fn scan_segment(
-    store: DynamoStore,
-    segment: i32,
-    progress: Progress,
-) -> anyhow::Result<Vec<Item>> {
-    let mut pages = store
-        .client()
-        .scan()
-        .table_name(store.table())
-        .segment(segment)
-        .total_segments(SEGMENTS)
-        .consistent_read(true)
-        .into_paginator()
-        .send();
-    let mut items = Vec::new();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| store.sdk_error("scan", e))?;
-        let got = page.items.unwrap_or_default();
-        progress.inc(got.len() as u64);
-        items.extend(got);
-    }
-    Ok(items)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use clap::{Parser, ValueEnum};
 use mcs_core::LeasePolicy;
+use mcs_store::args::{RetentionArgs, StoreArgs};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -47,17 +48,10 @@ pub struct Args {
     #[arg(long, env = "MCS_STORAGE", value_enum, default_value = "memory")]
     pub storage: StorageKind,
 
-    /// DynamoDB table name (with --storage dynamodb).
-    #[arg(long, env = "MCS_TABLE")]
-    pub table: Option<String>,
-
-    /// AWS region of the table's local replica (with --storage dynamodb).
-    #[arg(long, env = "MCS_REGION")]
-    pub region: Option<String>,
-
-    /// DynamoDB endpoint override, e.g. a local test server (with --storage dynamodb).
-    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT")]
-    pub dynamodb_endpoint: Option<String>,
+    /// The table (with --storage dynamodb) and the skew allowance, as
+    /// mcs-admin takes them.
+    #[command(flatten)]
+    pub store: StoreArgs,
 
     /// How long to wait at startup for storage to answer with a table this
     /// binary may use, retrying with backoff meanwhile (serving, not ready);
@@ -86,10 +80,6 @@ pub struct Args {
     #[arg(long, env = "MCS_LOOKBACK_MS", default_value_t = 10_000)]
     pub lookback_ms: u64,
 
-    /// How long past its expiry a lease is still served, for clock skew.
-    #[arg(long, env = "MCS_SKEW_ALLOWANCE_MS", default_value_t = 1_000)]
-    pub skew_allowance_ms: u64,
-
     /// After this long without a successful poll, lists say `complete: false`.
     #[arg(long, env = "MCS_STALE_AFTER_SECS", default_value_t = 30)]
     pub stale_after_secs: u64,
@@ -100,11 +90,9 @@ pub struct Args {
     #[arg(long, env = "MCS_READY_MAX_STALENESS_SECS", default_value_t = 0)]
     pub ready_max_staleness_secs: u64,
 
-    /// How long tombstones and expired records are kept before storage may
-    /// drop them; at least one day (the longest lease) plus twice the skew
-    /// allowance, so a tombstone outlives every older record of its key.
-    #[arg(long, env = "MCS_RETENTION_SECS", default_value_t = mcs_core::lease::DEFAULT_RETENTION_SECS)]
-    pub retention_secs: u64,
+    /// `--retention-secs`, as mcs-admin takes it.
+    #[command(flatten)]
+    pub retention: RetentionArgs,
 
     /// How far ahead of this registry's clock a client's own `generation`
     /// may be (generations are Unix milliseconds x 65536); beyond it, 422.
@@ -226,9 +214,9 @@ impl Settings {
         match args.storage {
             StorageKind::Memory => {
                 for (flag, value) in [
-                    ("--table", &args.table),
-                    ("--region", &args.region),
-                    ("--dynamodb-endpoint", &args.dynamodb_endpoint),
+                    ("--table", &args.store.table),
+                    ("--region", &args.store.region),
+                    ("--dynamodb-endpoint", &args.store.dynamodb_endpoint),
                 ] {
                     if value.is_some() {
                         return Err(format!("{flag} needs --storage dynamodb"));
@@ -239,7 +227,7 @@ impl Settings {
                 }
             }
             StorageKind::Dynamodb => {
-                if args.table.as_deref().is_none_or(str::is_empty) {
+                if args.store.table.as_deref().is_none_or(str::is_empty) {
                     return Err("--storage dynamodb needs --table".into());
                 }
             }
@@ -268,8 +256,11 @@ impl Settings {
         if args.expiry_hold_min < 2 {
             return Err("--expiry-hold-min must be at least 2: a lone expiry is never held".into());
         }
-        mcs_core::lease::check_retention(args.retention_secs, args.skew_allowance_ms)
-            .map_err(|e| format!("--retention-secs: {e}"))?;
+        mcs_core::lease::check_retention(
+            args.retention.retention_secs,
+            args.store.skew_allowance_ms,
+        )
+        .map_err(|e| format!("--retention-secs: {e}"))?;
         if args.max_generation_ahead_secs == 0 || args.max_generation_ahead_secs > 86_400 {
             return Err("--max-generation-ahead-secs must be 1 to 86400".into());
         }
@@ -303,11 +294,11 @@ impl Settings {
             refresh_interval: Duration::from_millis(args.refresh_interval_ms),
             full_resync_interval: Duration::from_secs(args.full_resync_interval_secs),
             lookback_ms: args.lookback_ms,
-            skew_allowance_ms: args.skew_allowance_ms,
+            skew_allowance_ms: args.store.skew_allowance_ms,
             stale_after: Duration::from_secs(args.stale_after_secs),
             ready_max_staleness: (args.ready_max_staleness_secs > 0)
                 .then(|| Duration::from_secs(args.ready_max_staleness_secs)),
-            retention: Duration::from_secs(args.retention_secs),
+            retention: Duration::from_secs(args.retention.retention_secs),
             max_generation_ahead_ms: args.max_generation_ahead_secs.saturating_mul(1000),
             expiry_hold: mcs_core::HoldPolicy {
                 threshold: args.expiry_hold_threshold,

@@ -164,9 +164,9 @@ async fn open_store(
     match args.storage {
         StorageKind::Memory => Ok((Arc::new(MemoryStore::new()), None)),
         StorageKind::Dynamodb => {
-            let mut config = DynamoConfig::new(args.table.clone().unwrap_or_default());
-            config.region = args.region.clone();
-            config.endpoint = args.dynamodb_endpoint.clone();
+            let mut config = DynamoConfig::new(args.store.table.clone().unwrap_or_default());
+            config.region = args.store.region.clone();
+            config.endpoint = args.store.dynamodb_endpoint.clone();
             config.retention = settings.retention;
             let store = DynamoStore::connect(config).await.context("configuring DynamoDB")?;
             Ok((Arc::new(store.clone()), Some(store)))

@@ -1,13 +1,16 @@
 //! Storage for mcs-registry: the [`Store`] trait every backend implements,
 //! the embedded [`MemoryStore`], the [`DynamoStore`] on a DynamoDB table
 //! (module [`dynamo`], with the table's migrations), and (feature
-//! `testsuite`) the conformance suite that every backend must pass.
+//! `testsuite`) the conformance suite that every backend must pass, and
+//! (feature `clap`) the command-line flags of the table, module `args`.
 //!
 //! A store holds one item per [`Key`] and offers exactly what
 //! the registrar and the reader need (docs/design.md §4, §6): one conditional write
 //! that applies the rule of [`mcs_core::decide`], a full read, and a read of
 //! what changed since a watermark.
 
+#[cfg(feature = "clap")]
+pub mod args;
 mod backoff;
 pub mod dynamo;
 mod error;

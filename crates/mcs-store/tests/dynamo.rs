@@ -489,3 +489,49 @@ async fn requests_and_consumed_capacity_are_recorded() {
         assert!(recorder.counter(id) > 0, "{id}");
     }
 }
+
+/// The raw reads of tools (mcs-admin) are the store's own scan and query:
+/// every item as stored (the schema item and unreadable items included),
+/// each page counted by the observer; and gc's delete removes only the item
+/// as it was read.
+#[tokio::test]
+async fn tools_read_and_delete_raw_items_through_the_store() {
+    let Some(store) = new_store("raw-items").await else { return };
+    let now = 1_764_662_400_000;
+    let read = mk_pool("a", 5, "w", Some("x"), Some(now + 1_000));
+    store.put(&read, now).await.unwrap();
+    store.put(&mk_tombstone("b", 2, "w"), now).await.unwrap();
+    put_raw(
+        &store,
+        HashMap::from([
+            ("pk".to_owned(), AttributeValue::S(pool_pk("c"))),
+            ("sk".to_owned(), AttributeValue::S("#@us-east-1".into())),
+        ]),
+    )
+    .await;
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let observer = counted.clone();
+    let items = store
+        .scan_items(Some(std::sync::Arc::new(move |n| {
+            observer.fetch_add(n, Ordering::Relaxed);
+        })))
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 4, "two records, an unreadable item and META: {items:?}");
+    assert_eq!(counted.load(Ordering::Relaxed), 4, "every page counted");
+    assert_eq!(items.iter().filter(|i| mcs_store::dynamo::raw::is_meta(i)).count(), 1);
+    assert_eq!(store.read_all().await.unwrap().len(), 2, "read_all keeps what it can read");
+
+    let of_a = store.items_of(&read.key).await.unwrap();
+    assert_eq!(of_a.len(), 1);
+    assert_eq!(mcs_store::dynamo::raw::decode(of_a[0].clone()).unwrap(), read);
+
+    // Renewed since it was read: kept; as read now: deleted.
+    let mut renewed = mk_pool("a", 5, "w", Some("x"), Some(now + 60_000));
+    renewed.changed_at_ms = read.changed_at_ms;
+    store.put(&renewed, now).await.unwrap();
+    assert!(!store.delete_if_unchanged(&read, &of_a[0]).await.unwrap(), "rewritten: kept");
+    assert_eq!(store.get(&read.key).await.unwrap(), Some(renewed.clone()));
+    assert!(store.delete_if_unchanged(&renewed, &of_a[0]).await.unwrap());
+    assert_eq!(store.items_of(&read.key).await.unwrap(), vec![]);
+}

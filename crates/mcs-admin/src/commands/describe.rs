@@ -12,87 +12,9 @@ use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
 use mcs_core::{Kind, View};
 use mcs_store::DynamoStore;
-use mcs_store::dynamo::SCHEMA_VERSION;
-use mcs_store::dynamo::raw::CHANGES_INDEX;
+use mcs_store::dynamo::{SCHEMA_VERSION, TableFacts};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// What DynamoDB says of the table (DescribeTable, DescribeTimeToLive).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct Facts {
-    /// Table status, e.g. `ACTIVE`.
-    pub status: String,
-    /// Status of the `changes` index; `None` when it is missing.
-    pub changes_index: Option<String>,
-    /// TTL status, e.g. `ENABLED`.
-    pub ttl_status: String,
-    /// The TTL attribute, if any.
-    pub ttl_attribute: Option<String>,
-    /// Whether the stream is on.
-    pub stream_enabled: bool,
-    /// Its view type, e.g. `NEW_AND_OLD_IMAGES`.
-    pub stream_view_type: Option<String>,
-    /// The latest stream's ARN.
-    pub stream_arn: Option<String>,
-    /// The replicas of a global table, with their status.
-    pub replicas: Vec<Replica>,
-}
-
-/// One replica of a global table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Replica {
-    /// Its region.
-    pub region: String,
-    /// Its status, e.g. `ACTIVE`.
-    pub status: String,
-}
-
-/// Asks DynamoDB about the store's table.
-pub(crate) async fn facts(store: &DynamoStore) -> anyhow::Result<Facts> {
-    let table = store.table();
-    let described = store
-        .client()
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(|e| store.sdk_error("describe_table", e))?;
-    let ttl = store
-        .client()
-        .describe_time_to_live()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(|e| store.sdk_error("describe_time_to_live", e))?;
-    let mut facts = Facts::default();
-    if let Some(t) = described.table() {
-        facts.status = t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_default();
-        facts.changes_index = t
-            .global_secondary_indexes()
-            .iter()
-            .find(|g| g.index_name() == Some(CHANGES_INDEX))
-            .map(|g| g.index_status().map(|s| s.as_str().to_owned()).unwrap_or_default());
-        if let Some(stream) = t.stream_specification() {
-            facts.stream_enabled = stream.stream_enabled();
-            facts.stream_view_type = stream.stream_view_type().map(|v| v.as_str().to_owned());
-        }
-        facts.stream_arn = t.latest_stream_arn().map(str::to_owned);
-        facts.replicas = t
-            .replicas()
-            .iter()
-            .map(|r| Replica {
-                region: r.region_name().unwrap_or_default().to_owned(),
-                status: r.replica_status().map(|s| s.as_str().to_owned()).unwrap_or_default(),
-            })
-            .collect();
-    }
-    let ttl = ttl.time_to_live_description();
-    facts.ttl_status = ttl
-        .and_then(|d| d.time_to_live_status())
-        .map_or_else(|| "DISABLED".to_owned(), |s| s.as_str().to_owned());
-    facts.ttl_attribute = ttl.and_then(|d| d.attribute_name()).map(str::to_owned);
-    Ok(facts)
-}
 
 /// Records (keys, merged from their items) of one kind, by state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -115,28 +37,49 @@ struct Description {
     schema_version: Option<u32>,
     binary_schema_version: u32,
     #[serde(flatten)]
-    facts: Facts,
+    facts: TableFacts,
     items: Vec<KindCount>,
     /// Items per region that wrote them (a key has one item per region).
     origins: BTreeMap<String, usize>,
     unreadable: usize,
 }
 
-pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+/// What `describe` and `doctor` read of the table of the global flags,
+/// opened without the schema check (both report the schema version).
+pub(super) struct Inspected {
+    pub location: Location,
+    pub store: DynamoStore,
+    pub facts: TableFacts,
+    pub schema_version: Option<u32>,
+    pub scanned: Scan,
+    /// The view of `scanned` at `now`.
+    pub view: View,
+    pub now: u64,
+}
+
+/// Opens the table, asks DynamoDB about it, reads its schema version and
+/// scans it (with a progress counter).
+pub(super) async fn inspect(global: &GlobalArgs) -> anyhow::Result<Inspected> {
     let location = Location::of(global)?;
     let store = location.open(DEFAULT_RETENTION).await?;
-    let facts = facts(&store).await?;
+    let facts = store.table_facts().await?;
     let schema_version = store.schema_version().await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
+    Ok(Inspected { location, store, facts, schema_version, scanned, view, now })
+}
+
+pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
+    let Inspected { location, facts, schema_version, scanned, view, now, .. } =
+        inspect(global).await?;
     let description = Description {
         table: location.table.clone(),
         region: location.region.clone(),
         schema_version,
         binary_schema_version: SCHEMA_VERSION,
         facts,
-        items: count_by_kind(&view, global.skew_allowance_ms, now),
+        items: count_by_kind(&view, global.store.skew_allowance_ms, now),
         origins: origins(&scanned),
         unreadable: scanned.unreadable.len(),
     };

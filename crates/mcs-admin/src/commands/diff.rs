@@ -56,8 +56,8 @@ pub(super) async fn run(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<
     // One instant for both, so that a lease ending between two reads does
     // not read as a difference.
     let now = crate::now_ms();
-    let a = view_of(here_records, global.skew_allowance_ms, now);
-    let b = view_of(there_records, global.skew_allowance_ms, now);
+    let a = view_of(here_records, global.store.skew_allowance_ms, now);
+    let b = view_of(there_records, global.store.skew_allowance_ms, now);
     let sections = compare(&a, &b);
     let identical = sections.iter().all(|s| s.identical);
     let comparison = Comparison { here, there, identical, sections };

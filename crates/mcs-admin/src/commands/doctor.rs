@@ -19,21 +19,19 @@
 //! items alone (see `gc`), and where TTL runs DynamoDB deletes them anyway;
 //! one left long past its `ttl` is a `ttl backlog` problem already.
 
-use super::describe::{Facts, facts};
+use super::checked_retention;
+use super::describe::{Inspected, inspect};
 use super::gc::past_retention;
-use super::{DEFAULT_RETENTION, checked_retention};
 use crate::Exit;
 use crate::cli::{DoctorArgs, GlobalArgs};
-use crate::connect::Location;
-use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table, count, relative};
-use crate::progress::Progress;
-use crate::scan::{Scan, number_attribute, origin, scan};
+use crate::scan::{Scan, number_attribute, origin};
+use crate::liveness::{Reason, reason_of};
 use mcs_api::ConditionStatus;
 use mcs_core::lease::MAX_LEASE_SECS;
 use mcs_core::{Body, Key, Record, View};
-use mcs_store::dynamo::SCHEMA_VERSION;
 use mcs_store::dynamo::raw::TTL;
+use mcs_store::dynamo::{SCHEMA_VERSION, TableFacts};
 use serde::Serialize;
 
 /// The outcome of one check.
@@ -87,7 +85,7 @@ struct Diagnosis {
 /// What the checks look at.
 pub(crate) struct Findings<'a> {
     pub schema_version: Option<u32>,
-    pub facts: &'a Facts,
+    pub facts: &'a TableFacts,
     pub scan: &'a Scan,
     pub view: &'a View,
     pub skew_ms: u64,
@@ -100,22 +98,17 @@ pub(crate) struct Findings<'a> {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
-    checked_retention(args.retention_secs, global.skew_allowance_ms)?;
-    let location = Location::of(global)?;
-    let store = location.open(DEFAULT_RETENTION).await?;
-    let facts = facts(&store).await?;
-    let schema_version = store.schema_version().await?;
-    let now = crate::now_ms();
-    let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
+    checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
+    let Inspected { location, store, facts, schema_version, scanned, view, now } =
+        inspect(global).await?;
     let checks = checks(&Findings {
         schema_version,
         facts: &facts,
         scan: &scanned,
         view: &view,
-        skew_ms: global.skew_allowance_ms,
+        skew_ms: global.store.skew_allowance_ms,
         ttl_grace_ms: args.ttl_grace_secs.saturating_mul(1000),
-        retention_ms: args.retention_secs.saturating_mul(1000),
+        retention_ms: args.retention.retention_secs.saturating_mul(1000),
         origin: store.origin(),
         now_ms: now,
     });
@@ -165,7 +158,7 @@ fn schema(version: Option<u32>) -> Check {
     }
 }
 
-fn ttl(facts: &Facts) -> Check {
+fn ttl(facts: &TableFacts) -> Check {
     const NAME: &str = "ttl";
     let attribute = facts.ttl_attribute.as_deref();
     let on = matches!(facts.ttl_status.as_str(), "ENABLED" | "ENABLING");
@@ -183,7 +176,7 @@ fn ttl(facts: &Facts) -> Check {
     }
 }
 
-fn stream(facts: &Facts) -> Check {
+fn stream(facts: &TableFacts) -> Check {
     const NAME: &str = "stream";
     const WANT: &str = "NEW_AND_OLD_IMAGES";
     match (facts.stream_enabled, facts.stream_view_type.as_deref()) {
@@ -202,7 +195,7 @@ fn stream(facts: &Facts) -> Check {
     }
 }
 
-fn index(facts: &Facts) -> Check {
+fn index(facts: &TableFacts) -> Check {
     const NAME: &str = "changes index";
     match facts.changes_index.as_deref() {
         Some("ACTIVE") => Check::ok(NAME, "ACTIVE"),
@@ -455,21 +448,20 @@ fn render(d: &Diagnosis, format: Format) -> anyhow::Result<String> {
 mod tests {
     use super::*;
     use crate::scan::view_of;
-    use aws_sdk_dynamodb::types::AttributeValue;
     use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, port};
-    use mcs_store::dynamo::raw::Item;
+    use mcs_store::dynamo::raw::{AttributeValue, Item};
 
     const NOW: u64 = 1_764_662_400_000;
 
-    fn healthy_facts() -> Facts {
-        Facts {
+    fn healthy_facts() -> TableFacts {
+        TableFacts {
             status: "ACTIVE".into(),
             changes_index: Some("ACTIVE".into()),
             ttl_status: "ENABLED".into(),
             ttl_attribute: Some("ttl".into()),
             stream_enabled: true,
             stream_view_type: Some("NEW_AND_OLD_IMAGES".into()),
-            ..Facts::default()
+            ..TableFacts::default()
         }
     }
 
@@ -481,7 +473,11 @@ mod tests {
         (record, item)
     }
 
-    fn diagnose(records: Vec<(Record, Item)>, facts: &Facts, schema: Option<u32>) -> Vec<Check> {
+    fn diagnose(
+        records: Vec<(Record, Item)>,
+        facts: &TableFacts,
+        schema: Option<u32>,
+    ) -> Vec<Check> {
         let scan = Scan { records, ..Scan::default() };
         let view = view_of(scan.records.iter().map(|(r, _)| r.clone()), 1_000, NOW);
         checks(&Findings {
@@ -533,7 +529,7 @@ mod tests {
         let checks = diagnose(vec![], &facts, Some(SCHEMA_VERSION + 1));
         assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
         assert!(checks[0].detail.contains("newer"), "{:?}", checks[0]);
-        let checks = diagnose(vec![], &Facts::default(), None);
+        let checks = diagnose(vec![], &TableFacts::default(), None);
         assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
     }
 

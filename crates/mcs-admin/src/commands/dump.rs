@@ -86,7 +86,7 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     let store = open_checked(global, DEFAULT_RETENTION).await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("dumping")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
     let mut records: Vec<&Record> = view.records().collect();
     records.sort_by(|a, b| a.key.cmp(&b.key));
     let header = Header::new(store.table(), store.origin(), now);

@@ -12,7 +12,7 @@
 //! A record key has one item per region that wrote it (its origin), merged
 //! by version. A key is past the retention when its merged record (the
 //! newest item) is, and then gc deletes **only the item of the region it
-//! runs in** (the store's [`origin`](DynamoStore::origin)). Each region
+//! runs in** (the store's [`origin`](mcs_store::DynamoStore::origin)). Each region
 //! writes only its own items, so only there is a conditional delete checked
 //! against every write the item will ever see: deleting another region's
 //! item through this replica could race a re-registration made there, and
@@ -37,11 +37,8 @@ use crate::output::{self, Format, Table};
 use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
 use anyhow::Context as _;
-use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
-use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::{Key, Record, View};
-use mcs_store::DynamoStore;
-use mcs_store::dynamo::raw::{self, CHANGED_AT_MS, GEN, Item, LEASE_UNTIL_MS, WRITER};
+use mcs_store::dynamo::raw::Item;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -215,21 +212,22 @@ struct Collected {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Exit> {
-    let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
+    let retention =
+        checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
     let store = open_checked(global, retention).await?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
-    let view = scanned.view(global.skew_allowance_ms, now);
-    let retention_ms = args.retention_secs.saturating_mul(1000);
-    let past = past_retention(&scanned, &view, global.skew_allowance_ms, retention_ms, now);
+    let view = scanned.view(global.store.skew_allowance_ms, now);
+    let retention_ms = args.retention.retention_secs.saturating_mul(1000);
+    let past = past_retention(&scanned, &view, global.store.skew_allowance_ms, retention_ms, now);
     let Plan { candidates: mut items, foreign } =
-        plan(past, store.origin(), global.skew_allowance_ms, retention_ms, now);
+        plan(past, store.origin(), global.store.skew_allowance_ms, retention_ms, now);
     let held = items.iter().filter(|c| c.outcome == "held").count();
     let mut collected = Collected {
         table: store.table().to_owned(),
         region: store.origin().to_owned(),
         dry_run: args.dry_run,
-        retention_secs: args.retention_secs,
+        retention_secs: args.retention.retention_secs,
         deleted: 0,
         kept: 0,
         held,
@@ -240,7 +238,11 @@ pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Ex
         let progress = Progress::bar("deleting", (items.len() - held) as u64);
         for candidate in items.iter_mut().filter(|c| c.outcome != "held") {
             let (record, item) = &candidate.item;
-            if delete_if_unchanged(&store, record, item).await? {
+            let deleted = store
+                .delete_if_unchanged(record, item)
+                .await
+                .with_context(|| format!("deleting {}", record.key))?;
+            if deleted {
                 candidate.outcome = "deleted";
                 collected.deleted += 1;
             } else {
@@ -254,61 +256,6 @@ pub(super) async fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<Ex
     collected.items = items;
     output::print(&render(&collected, global.output, now)?)?;
     Ok(Exit::Ok)
-}
-
-/// Deletes `item` (which stores `record`) if it is still the one read; says
-/// whether it did.
-async fn delete_if_unchanged(
-    store: &DynamoStore,
-    record: &Record,
-    item: &Item,
-) -> anyhow::Result<bool> {
-    let key: Item = [raw::PK, raw::SK]
-        .into_iter()
-        .filter_map(|name| item.get(name).map(|v| (name.to_owned(), v.clone())))
-        .collect();
-    let mut condition = "#gen = :gen AND #writer = :writer AND #changed = :changed".to_owned();
-    let mut request = store
-        .client()
-        .delete_item()
-        .table_name(store.table())
-        .set_key(Some(key))
-        .expression_attribute_names("#gen", GEN)
-        .expression_attribute_names("#writer", WRITER)
-        .expression_attribute_names("#changed", CHANGED_AT_MS)
-        .expression_attribute_names("#lease", LEASE_UNTIL_MS)
-        .expression_attribute_values(
-            ":gen",
-            AttributeValue::N(record.version.generation.to_string()),
-        )
-        .expression_attribute_values(":writer", AttributeValue::S(record.version.writer.clone()))
-        .expression_attribute_values(
-            ":changed",
-            AttributeValue::N(record.changed_at_ms.to_string()),
-        );
-    // A renewal keeps generation and writer but moves the lease: it must
-    // keep the item too.
-    match record.lease_until_ms {
-        Some(until) => {
-            condition.push_str(" AND #lease = :lease");
-            request =
-                request.expression_attribute_values(":lease", AttributeValue::N(until.to_string()));
-        }
-        None => condition.push_str(" AND attribute_not_exists(#lease)"),
-    }
-    match request.condition_expression(condition).send().await {
-        Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.as_service_error(),
-                Some(DeleteItemError::ConditionalCheckFailedException(_))
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(anyhow::Error::from(store.sdk_error("delete_item", e)))
-            .with_context(|| format!("deleting {}", record.key)),
-    }
 }
 
 fn render(c: &Collected, format: Format, now_ms: u64) -> anyhow::Result<String> {
@@ -374,6 +321,7 @@ mod tests {
     use super::*;
     use crate::scan::view_of;
     use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
+    use mcs_store::dynamo::raw;
 
     const NOW: u64 = 1_764_662_400_000;
     const DAY: u64 = 86_400_000;
@@ -450,11 +398,11 @@ mod tests {
         let mut renewed = mk_pool("p", 5, "w", Some("relay"), Some(now + DAY));
         renewed.changed_at_ms = now;
         store.put(&renewed, now).await.unwrap();
-        assert!(!delete_if_unchanged(&store, &read, &item).await.unwrap(), "rewritten: kept");
+        assert!(!store.delete_if_unchanged(&read, &item).await.unwrap(), "rewritten: kept");
         assert_eq!(store.get(&read.key).await.unwrap(), Some(renewed.clone()));
         let item =
             crate::scan::scan(&store, &Progress::hidden()).await.unwrap().records[0].1.clone();
-        assert!(delete_if_unchanged(&store, &renewed, &item).await.unwrap());
+        assert!(store.delete_if_unchanged(&renewed, &item).await.unwrap());
         assert_eq!(store.get(&read.key).await.unwrap(), None);
     }
 

@@ -9,11 +9,10 @@ use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table, attribute_cell, attribute_json};
 use crate::scan::{origin, view_of};
 use crate::{Exit, UsageError};
-use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_api::{ExportKey, Label, PoolId, PoolKey, RouterId};
 use mcs_core::{Key, Record};
+use mcs_store::Store;
 use mcs_store::dynamo::raw::{self, Item};
-use mcs_store::{DynamoStore, Store};
 use serde::Serialize;
 
 /// Parses KEY for KIND: a pool id (or `cluster_id/namespace/dgd_name`), a
@@ -73,7 +72,7 @@ struct StoredItem {
 pub(super) async fn run(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<Exit> {
     let key = parse_key(args.kind, &args.key)?;
     let store = open_checked(global, DEFAULT_RETENTION).await?;
-    let raw_items = items_of(&store, &key).await?;
+    let raw_items = store.items_of(&key).await?;
     if raw_items.is_empty() {
         anyhow::bail!("no {key} in table {}", store.table());
     }
@@ -100,7 +99,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<E
         }
     }
     let now = crate::now_ms();
-    let skew = global.skew_allowance_ms;
+    let skew = global.store.skew_allowance_ms;
     let reason = match winner {
         Some(record) => {
             let mut records = vec![record.clone()];
@@ -123,35 +122,6 @@ pub(super) async fn run(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<E
         eprintln!("mcs-admin: {}", item.error.as_deref().unwrap_or_default());
     }
     Ok(if unreadable.is_empty() { Exit::Ok } else { Exit::Problem })
-}
-
-/// Every item of `key`: a consistent Query of its partition for the sort
-/// keys of its origins.
-async fn items_of(store: &DynamoStore, key: &Key) -> anyhow::Result<Vec<Item>> {
-    let (pk, prefix) = raw::item_prefix(key);
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let page = store
-            .client()
-            .query()
-            .table_name(store.table())
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .expression_attribute_names("#pk", raw::PK)
-            .expression_attribute_names("#sk", raw::SK)
-            .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-            .expression_attribute_values(":prefix", AttributeValue::S(prefix.clone()))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| store.sdk_error("query", e))?;
-        items.extend(page.items.unwrap_or_default());
-        match page.last_evaluated_key {
-            Some(last) => start = Some(last),
-            None => return Ok(items),
-        }
-    }
 }
 
 fn item_json(item: &Item) -> serde_json::Map<String, serde_json::Value> {

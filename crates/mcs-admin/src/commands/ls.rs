@@ -34,9 +34,9 @@ pub(super) async fn run(global: &GlobalArgs, args: &LsArgs) -> anyhow::Result<Ex
     let now = crate::now_ms();
     let records = store.read_all().await;
     progress.finish();
-    let view = view_of(records?, global.skew_allowance_ms, now);
+    let view = view_of(records?, global.store.skew_allowance_ms, now);
     let text = if args.all {
-        render_all(&view, args.section, global.output, global.skew_allowance_ms, now)?
+        render_all(&view, args.section, global.output, global.store.skew_allowance_ms, now)?
     } else {
         render_served(&view, args.section, global.output, now)?
     };

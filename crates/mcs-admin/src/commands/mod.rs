@@ -12,10 +12,10 @@ mod ls;
 mod migrate;
 mod restore;
 
-use crate::cli::{Cli, Command, DEFAULT_RETENTION_SECS, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs};
 use crate::connect::{Location, ensure_schema};
 use crate::{Exit, UsageError};
-use mcs_core::lease::MAX_LEASE_SECS;
+use mcs_core::lease::{DEFAULT_RETENTION_SECS, MAX_LEASE_SECS};
 use mcs_store::DynamoStore;
 use std::time::Duration;
 

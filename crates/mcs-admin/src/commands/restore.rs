@@ -199,7 +199,8 @@ impl Restored {
 }
 
 pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Result<Exit> {
-    let retention = checked_retention(args.retention_secs, global.skew_allowance_ms)?;
+    let retention =
+        checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
     let text = read_input(&args.file)?;
     let (header, records) = parse(&text, args.allow_headerless)?;
     let store = open_checked(global, retention).await?;
@@ -207,17 +208,20 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
     let stored = store.read_all().await;
     reading.finish();
     let now = crate::now_ms();
-    let view = view_of(stored?, global.skew_allowance_ms, now);
+    let view = view_of(stored?, global.store.skew_allowance_ms, now);
     let mut restored = Restored {
         table: store.table().to_owned(),
         records: records.len(),
-        retention_secs: args.retention_secs,
+        retention_secs: args.retention.retention_secs,
         now_ms: now,
         dump: header,
         ..Restored::default()
     };
-    let cutoff =
-        too_old_before(now, args.retention_secs.saturating_mul(1000), global.skew_allowance_ms);
+    let cutoff = too_old_before(
+        now,
+        args.retention.retention_secs.saturating_mul(1000),
+        global.store.skew_allowance_ms,
+    );
     let clusters = cluster_times(&records);
     let mut to_write = Vec::new();
     for record in &records {

@@ -17,11 +17,19 @@
 //!                                                           generation of an owned record)
 //! ```
 //!
+//! gc's delete of an item it read ([`for_delete`]) is conditional on the
+//! item being exactly what was read:
+//!
+//! ```text
+//! gen = :gen AND writer = :writer AND changed_at_ms = :changed
+//! AND ( lease_until_ms = :lease | attribute_not_exists(lease_until_ms) )
+//! ```
+//!
 //! A write the condition refuses is explained by calling `decide` on the
 //! stored item (`ALL_OLD`): a non-extending renewal is refused here but is
 //! `Renew`, hence applied, for the caller.
 
-use super::item::{DELETED, DIGEST, GEN, LEASE_UNTIL_MS, OWNER, PK, WRITER};
+use super::item::{CHANGED_AT_MS, DELETED, DIGEST, GEN, LEASE_UNTIL_MS, OWNER, PK, WRITER};
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::Record;
 use std::collections::HashMap;
@@ -86,6 +94,33 @@ pub(crate) fn for_write(new: &Record, now_ms: u64) -> Condition {
     }
 }
 
+/// The condition under which the item that stores `read` may be deleted:
+/// it is still that item (same generation, writer and write time), and no
+/// renewal moved its lease meanwhile (a renewal keeps generation and writer
+/// but moves the lease: it must keep the item too).
+pub(crate) fn for_delete(read: &Record) -> Condition {
+    let names = HashMap::from([
+        ("#gen".to_owned(), GEN.to_owned()),
+        ("#writer".to_owned(), WRITER.to_owned()),
+        ("#changed".to_owned(), CHANGED_AT_MS.to_owned()),
+        ("#lease".to_owned(), LEASE_UNTIL_MS.to_owned()),
+    ]);
+    let mut values = HashMap::from([
+        (":gen".to_owned(), AttributeValue::N(read.version.generation.to_string())),
+        (":writer".to_owned(), AttributeValue::S(read.version.writer.clone())),
+        (":changed".to_owned(), AttributeValue::N(read.changed_at_ms.to_string())),
+    ]);
+    let mut expression = "#gen = :gen AND #writer = :writer AND #changed = :changed".to_owned();
+    match read.lease_until_ms {
+        Some(until) => {
+            expression.push_str(" AND #lease = :lease");
+            values.insert(":lease".to_owned(), AttributeValue::N(until.to_string()));
+        }
+        None => expression.push_str(" AND attribute_not_exists(#lease)"),
+    }
+    Condition { expression, names, values }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +175,19 @@ mod tests {
         let zero = for_write(&mk_pool("a", 5, "w", None, Some(0)), 7);
         assert!(!zero.expression.contains(":lease"));
         check_placeholders(&zero);
+    }
+
+    #[test]
+    fn a_delete_requires_the_item_as_read() {
+        let leased = for_delete(&mk_pool("a", 5, "w", Some("x"), Some(10_000)));
+        assert_eq!(
+            leased.expression,
+            "#gen = :gen AND #writer = :writer AND #changed = :changed AND #lease = :lease"
+        );
+        assert_eq!(leased.values[":lease"], AttributeValue::N("10000".into()));
+        check_placeholders(&leased);
+        let leaseless = for_delete(&mk_pool("a", 5, "w", None, None));
+        assert!(leaseless.expression.ends_with(" AND attribute_not_exists(#lease)"));
+        check_placeholders(&leaseless);
     }
 }

@@ -13,10 +13,12 @@
 //! condition expression, `store` the [`Store`](crate::Store) impl, `migrate`
 //! the table's migrations, `size` the item size limit every store
 //! enforces, `errors` the mapping of SDK errors to
-//! [`StoreError`] kinds, [`raw`] item-level access for tools (mcs-admin).
+//! [`StoreError`] kinds, `facts` what DynamoDB says of the table, [`raw`]
+//! item-level access for tools (mcs-admin).
 
 mod condition;
 mod errors;
+mod facts;
 mod item;
 mod migrate;
 pub mod raw;
@@ -24,12 +26,14 @@ mod size;
 mod store;
 
 pub use errors::{NO_CREDENTIALS, Target, cause};
+pub use facts::{Replica, TableFacts};
 pub use item::{PAYLOAD_VERSION, SHARDS};
 pub use migrate::{
     AppliedMigration, MigrationReport, SCHEMA_VERSION, SchemaStamp, check_schema, migrate,
 };
 pub(crate) use size::check_record_size;
 pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
+pub use store::PageObserver;
 
 use crate::StoreError;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
@@ -180,24 +184,6 @@ impl DynamoStore {
     /// keys.
     pub fn origin(&self) -> &str {
         &self.origin
-    }
-
-    /// A failed SDK call `op` of a tool on this store's table, mapped as the
-    /// store's own calls are: one line naming the table, region, endpoint
-    /// and cause.
-    pub fn sdk_error<E>(
-        &self,
-        op: &str,
-        err: aws_sdk_dynamodb::error::SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
-    ) -> StoreError
-    where
-        E: aws_sdk_dynamodb::error::ProvideErrorMetadata
-            + std::error::Error
-            + Send
-            + Sync
-            + 'static,
-    {
-        errors::from_sdk(op, &self.target, err)
     }
 
     /// Whether the table exists (DescribeTable): the first call a tool

@@ -1,13 +1,17 @@
 //! Raw item access for tools that need more than the [`Store`](crate::Store)
 //! offers (mcs-admin's `get`, `dump`, `doctor`, `gc`): the primary key of a
-//! record, the attribute names a condition or a check refers to, and the
-//! decoding of a scanned item. The layout itself stays in `item`.
+//! record, the attribute names a check refers to, and the decoding of a
+//! scanned item. The layout itself stays in `item`; the calls that read and
+//! delete raw items are [`DynamoStore`](super::DynamoStore)'s own
+//! (`scan_items`, `items_of`, `delete_if_unchanged`).
 
 use super::item;
 use crate::StoreError;
-use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::{Key, Record};
 use std::collections::HashMap;
+
+/// An attribute's value as the SDK carries it.
+pub use aws_sdk_dynamodb::types::AttributeValue;
 
 /// A raw item as the SDK carries it.
 pub type Item = HashMap<String, AttributeValue>;

@@ -9,6 +9,7 @@ use super::{CAPACITY, DynamoStore, condition, errors, record_request_metrics};
 use crate::{PutOutcome, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -45,7 +46,115 @@ fn readable(item: Item) -> Option<Record> {
     }
 }
 
+/// Told the number of items of each page a scan reads, as it reads them
+/// (progress of a long scan).
+pub type PageObserver = Arc<dyn Fn(u64) + Send + Sync>;
+
 impl DynamoStore {
+    /// Every item of the table as stored, the schema item and items this
+    /// binary cannot read included (for tools: mcs-admin): the parallel,
+    /// consistent, paginated scan of [`Store::read_all`], each page's item
+    /// count told to `on_page`.
+    pub async fn scan_items(&self, on_page: Option<PageObserver>) -> Result<Vec<Item>, StoreError> {
+        self.parallel_scan(Some, on_page).await
+    }
+
+    /// What `keep` keeps of every item of the table: a consistent,
+    /// paginated scan in `scan_segments` parallel segments.
+    async fn parallel_scan<T: Send + 'static>(
+        &self,
+        keep: fn(Item) -> Option<T>,
+        on_page: Option<PageObserver>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut segments = JoinSet::new();
+        for segment in 0..self.scan_segments {
+            segments.spawn(scan_segment(
+                self.client.clone(),
+                self.target.clone(),
+                (segment, self.scan_segments),
+                keep,
+                on_page.clone(),
+            ));
+        }
+        collect(segments).await
+    }
+
+    /// Every item of `key` as stored, one per region that wrote it: a
+    /// consistent Query of its partition for the sort keys of its origins
+    /// (what [`Store::get`] merges).
+    pub async fn items_of(&self, key: &mcs_core::Key) -> Result<Vec<Item>, StoreError> {
+        const OP: &str = "get";
+        let (pk, base) = item::key_base(key);
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let started = Instant::now();
+            let out = self
+                .client
+                .query()
+                .table_name(&self.target.table)
+                .key_condition_expression("#pk = :pk AND begins_with(#sk, :base)")
+                .expression_attribute_names("#pk", item::PK)
+                .expression_attribute_names("#sk", item::SK)
+                .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
+                .expression_attribute_values(":base", AttributeValue::S(format!("{base}@")))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .return_consumed_capacity(CAPACITY)
+                .send()
+                .await;
+            let out = out.map_err(|e| {
+                record_request_metrics(OP, started, "error");
+                errors::from_sdk(OP, &self.target, e)
+            })?;
+            record_request_metrics(OP, started, "ok");
+            record_reads(OP, out.consumed_capacity());
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(key) => start = Some(key),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Deletes `stored` (an item as read, which stores `record`) if it is
+    /// still exactly that item (the same generation, writer, write time and
+    /// lease: `condition::for_delete`); says whether it did. For gc
+    /// (mcs-admin), which collects what TTL would.
+    pub async fn delete_if_unchanged(
+        &self,
+        record: &Record,
+        stored: &Item,
+    ) -> Result<bool, StoreError> {
+        let key: Item = [item::PK, item::SK]
+            .into_iter()
+            .filter_map(|name| stored.get(name).map(|v| (name.to_owned(), v.clone())))
+            .collect();
+        let condition = condition::for_delete(record);
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.target.table)
+            .set_key(Some(key))
+            .condition_expression(condition.expression)
+            .set_expression_attribute_names(Some(condition.names))
+            .set_expression_attribute_values(Some(condition.values))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(DeleteItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(errors::from_sdk("delete_item", &self.target, e)),
+        }
+    }
+
     /// Explains a refused write from the stored item: the rule that the
     /// condition expressed, applied to what the condition saw.
     async fn explain_refusal(
@@ -127,58 +236,20 @@ impl Store for DynamoStore {
     /// The winning record of `key` over the items of every origin (a
     /// consistent Query of its partition), merged by version as readers do.
     async fn get(&self, key: &mcs_core::Key) -> Result<Option<Record>, StoreError> {
-        const OP: &str = "get";
-        let (pk, base) = item::key_base(key);
         let mut winner: Option<Record> = None;
-        let mut start = None;
-        loop {
-            let started = Instant::now();
-            let out = self
-                .client
-                .query()
-                .table_name(&self.target.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :base)")
-                .expression_attribute_names("#pk", item::PK)
-                .expression_attribute_names("#sk", item::SK)
-                .expression_attribute_values(":pk", AttributeValue::S(pk.clone()))
-                .expression_attribute_values(":base", AttributeValue::S(format!("{base}@")))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .return_consumed_capacity(CAPACITY)
-                .send()
-                .await;
-            let out = out.map_err(|e| {
-                record_request_metrics(OP, started, "error");
-                errors::from_sdk(OP, &self.target, e)
-            })?;
-            record_request_metrics(OP, started, "ok");
-            record_reads(OP, out.consumed_capacity());
-            for found in out.items.unwrap_or_default() {
-                // A single item this binary cannot read is an error, not
-                // absence: absence would read as "nothing stored".
-                let record = item::decode(found)?;
-                if winner.as_ref().is_none_or(|w| record.supersedes(w)) {
-                    winner = Some(record);
-                }
-            }
-            match out.last_evaluated_key {
-                Some(key) => start = Some(key),
-                None => return Ok(winner),
+        for found in self.items_of(key).await? {
+            // A single item this binary cannot read is an error, not
+            // absence: absence would read as "nothing stored".
+            let record = item::decode(found)?;
+            if winner.as_ref().is_none_or(|w| record.supersedes(w)) {
+                winner = Some(record);
             }
         }
+        Ok(winner)
     }
 
     async fn read_all(&self) -> Result<Vec<Record>, StoreError> {
-        let mut segments = JoinSet::new();
-        for segment in 0..self.scan_segments {
-            segments.spawn(scan_segment(
-                self.client.clone(),
-                self.target.clone(),
-                segment,
-                self.scan_segments,
-            ));
-        }
-        collect(segments).await
+        self.parallel_scan(readable, None).await
     }
 
     async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
@@ -190,11 +261,11 @@ impl Store for DynamoStore {
     }
 }
 
-/// Gathers the records of parallel reads; the first failure fails the read
+/// Gathers the results of parallel reads; the first failure fails the read
 /// (dropping the set cancels the others).
-async fn collect(
-    mut tasks: JoinSet<Result<Vec<Record>, StoreError>>,
-) -> Result<Vec<Record>, StoreError> {
+async fn collect<T: 'static>(
+    mut tasks: JoinSet<Result<Vec<T>, StoreError>>,
+) -> Result<Vec<T>, StoreError> {
     let mut records = Vec::new();
     while let Some(joined) = tasks.join_next().await {
         let part = joined.map_err(|e| StoreError::Other(format!("read task failed: {e}")))??;
@@ -203,13 +274,15 @@ async fn collect(
     Ok(records)
 }
 
-/// Every readable record of one segment of a parallel scan.
-async fn scan_segment(
+/// One segment of a parallel scan: what `keep` keeps of its items, each
+/// page's item count told to `on_page`.
+async fn scan_segment<T>(
     client: Client,
     target: Arc<Target>,
-    segment: u32,
-    total: u32,
-) -> Result<Vec<Record>, StoreError> {
+    (segment, total): (u32, u32),
+    keep: fn(Item) -> Option<T>,
+    on_page: Option<PageObserver>,
+) -> Result<Vec<T>, StoreError> {
     const OP: &str = "scan";
     // Segment counts are checked to fit at construction.
     let (segment, total) =
@@ -223,7 +296,7 @@ async fn scan_segment(
         .return_consumed_capacity(CAPACITY)
         .into_paginator()
         .send();
-    let mut records = Vec::new();
+    let mut kept = Vec::new();
     loop {
         let started = Instant::now();
         let Some(page) = pages.next().await else {
@@ -235,9 +308,13 @@ async fn scan_segment(
         })?;
         record_request_metrics(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
-        records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
+        let items = page.items.unwrap_or_default();
+        if let Some(on_page) = &on_page {
+            on_page(items.len() as u64);
+        }
+        kept.extend(items.into_iter().filter_map(keep));
     }
-    Ok(records)
+    Ok(kept)
 }
 
 /// Every readable record of one shard changed after `since_ms`.
