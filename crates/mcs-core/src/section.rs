@@ -1,7 +1,8 @@
-//! The served lists ("sections") of a [`View`], named once: every user (the
-//! registry's handlers, cache and metrics, `mcs-admin ls` and `diff`, the
-//! simulator) goes through [`SectionKind`], so a new section is a variant
-//! here, a field of the view, and its route.
+//! The served lists ("sections") of a [`View`] (docs/design.md §6), named
+//! once: every user (the registry's handlers, cache and metrics,
+//! `mcs-admin ls` and `diff`, the simulator) goes through [`SectionKind`],
+//! so a new section is a variant here, a field of the view, its route and
+//! its list envelope.
 //!
 //! [`SectionKind::visit`] is the one place that knows which typed
 //! [`Section`] of the view each kind is; everything else uses it, either
