@@ -3,7 +3,9 @@
 //! from `mcs_store::args`) and one subcommand per operation.
 
 use crate::output::Format;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use mcs_core::SectionKind;
 use mcs_store::args::{RetentionArgs, StoreArgs};
 use std::path::PathBuf;
 
@@ -114,54 +116,29 @@ impl Command {
     }
 }
 
-/// A served list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SectionName {
-    /// `GET /v1/pools`.
-    #[value(alias = "pool")]
-    Pools,
-    /// `GET /v1/routers`.
-    #[value(alias = "router")]
-    Routers,
-    /// `GET /v1/clusters`.
-    #[value(alias = "cluster")]
-    Clusters,
-    /// `GET /v1/exports`.
-    #[value(alias = "export")]
-    Exports,
-    /// `GET /v1/imports` (derived from live exports; no records of its own).
-    #[value(alias = "import")]
-    Imports,
-}
-
-impl SectionName {
-    /// Every section, in the registry's order.
-    pub const ALL: [SectionName; 5] = [
-        SectionName::Pools,
-        SectionName::Routers,
-        SectionName::Clusters,
-        SectionName::Exports,
-        SectionName::Imports,
-    ];
-
-    /// The list's name, as in its envelope.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SectionName::Pools => "pools",
-            SectionName::Routers => "routers",
-            SectionName::Clusters => "clusters",
-            SectionName::Exports => "exports",
-            SectionName::Imports => "imports",
-        }
-    }
+/// Parses a section by its name or its singular (`pools` or `pool`), and
+/// lists the names, each with its path, in help and errors.
+fn section_parser() -> impl TypedValueParser<Value = SectionKind> {
+    PossibleValuesParser::new(SectionKind::ALL.map(|section| {
+        let derived = if section.record_kind().is_none() {
+            " (derived from live exports; no records of its own)"
+        } else {
+            ""
+        };
+        PossibleValue::new(section.name())
+            .alias(section.singular())
+            .help(format!("`GET /v1/{}`{derived}", section.name()))
+    }))
+    // Only the possible values reach here, and each parses.
+    .try_map(|name| name.parse::<SectionKind>())
 }
 
 /// `ls`.
 #[derive(Debug, Clone, Args)]
 pub struct LsArgs {
     /// Which list (singular or plural: `pools` or `pool`).
-    #[arg(value_enum)]
-    pub section: SectionName,
+    #[arg(value_parser = section_parser())]
+    pub section: SectionKind,
 
     /// Also list expired records and tombstones, with the reason each is or
     /// is not served (`-o wide` adds each one's version).
@@ -309,9 +286,10 @@ mod tests {
     #[test]
     fn kinds_and_sections_are_singular_or_plural() {
         for (argv, want) in [
-            (&["mcs-admin", "ls", "pool"][..], SectionName::Pools),
-            (&["mcs-admin", "ls", "pools"], SectionName::Pools),
-            (&["mcs-admin", "ls", "export"], SectionName::Exports),
+            (&["mcs-admin", "ls", "pool"][..], SectionKind::Pools),
+            (&["mcs-admin", "ls", "pools"], SectionKind::Pools),
+            (&["mcs-admin", "ls", "export"], SectionKind::Exports),
+            (&["mcs-admin", "ls", "imports"], SectionKind::Imports),
         ] {
             match Cli::try_parse_from(argv).unwrap().command {
                 Command::Ls(args) => assert_eq!(args.section, want, "{argv:?}"),

@@ -136,6 +136,20 @@ pub struct ExportKey {
     pub name: Label,
 }
 
+/// `namespace/name`.
+impl std::fmt::Display for ServiceName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// `cluster_id/namespace/name`.
+impl std::fmt::Display for ExportKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.cluster_id, self.namespace, self.name)
+    }
+}
+
 impl ExportKey {
     /// The service this export belongs to.
     pub fn service(&self) -> ServiceName {

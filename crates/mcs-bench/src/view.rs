@@ -13,7 +13,7 @@ use crate::report::{self, Stats, Table, f, ratio, verdict};
 use clap::Parser;
 use mcs_api::{Pool, PoolId};
 use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, port};
-use mcs_core::{Body, Record, Section, Version, View};
+use mcs_core::{Body, Record, Section, SectionKind, Version, View};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -119,7 +119,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     drop(view);
 
     // The fingerprint upkeep alone: the same changes on a bare section.
-    let mut section: Section<PoolId, Pool> = Section::new("pools");
+    let mut section: Section<PoolId, Pool> = Section::new(SectionKind::Pools.name());
     for i in 0..n {
         let pool = crate::records::pool(i, 4);
         section.upsert(pool.pool_id.clone(), pool);

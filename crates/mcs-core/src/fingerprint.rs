@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 /// A section's fingerprint: 32 lowercase hex digits, also its `ETag`.
 pub type Fingerprint = String;
 
-/// Digest of one served item.
-type ItemDigest = [u64; 4];
+/// Digest of one served item: the SHA-256 of its canonical JSON, as four
+/// little-endian lanes. Equal digests, equal served JSON.
+pub type ItemDigest = [u64; 4];
 
 fn digest_of<V: Serialize>(value: &V) -> ItemDigest {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
@@ -99,6 +100,11 @@ impl<K: Ord, V: Serialize + PartialEq> Section<K, V> {
     /// The served items in key order.
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.items.values().map(|(v, _)| v)
+    }
+
+    /// The served keys in order, each with its item's digest.
+    pub fn digests(&self) -> impl Iterator<Item = (&K, ItemDigest)> {
+        self.items.iter().map(|(k, (_, d))| (k, *d))
     }
 
     /// How many items are served.

@@ -8,7 +8,8 @@
 //!  Reader ◄── Records (delta or full read) ◄────┘
 //!     │
 //!     └─► View::apply / View::advance ──► sections (pools, routers, clusters,
-//!                                          exports, imports) + fingerprints
+//!                                          exports, imports) + fingerprints,
+//!                                          each named by a SectionKind
 //! ```
 
 pub mod expiry;
@@ -20,6 +21,7 @@ pub mod imports;
 pub mod lease;
 pub mod record;
 pub mod rules;
+pub mod section;
 pub mod view;
 pub mod write;
 
@@ -29,5 +31,6 @@ pub use hlc::Hlc;
 pub use lease::LeasePolicy;
 pub use record::{Body, Key, Kind, Record, Version};
 pub use rules::{WriteDecision, decide};
+pub use section::{SectionKind, Served};
 pub use view::View;
 pub use write::{PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};

@@ -11,6 +11,7 @@
 use crate::fingerprint::Section;
 use crate::imports;
 use crate::record::{Body, Key, Record};
+use crate::section::SectionKind;
 use mcs_api::{
     Cluster, Condition, Export, ExportKey, Incarnation, Label, Pool, PoolId, RouterId,
     RouterReplica, ServiceImport, ServiceName,
@@ -73,11 +74,11 @@ impl View {
             deadlines: BTreeSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
-            pools: Section::new("pools"),
-            routers: Section::new("routers"),
-            clusters: Section::new("clusters"),
-            exports: Section::new("exports"),
-            imports: Section::new("imports"),
+            pools: Section::new(SectionKind::Pools.name()),
+            routers: Section::new(SectionKind::Routers.name()),
+            clusters: Section::new(SectionKind::Clusters.name()),
+            exports: Section::new(SectionKind::Exports.name()),
+            imports: Section::new(SectionKind::Imports.name()),
         }
     }
 

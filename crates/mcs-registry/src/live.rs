@@ -12,51 +12,13 @@
 use crate::clock::Clock;
 use crate::metrics as m;
 use bytes::Bytes;
-use mcs_core::fingerprint::Section;
+use mcs_core::section::ListBody;
 use mcs_core::view::Resync;
-use mcs_core::{ExpiryGuard, HoldPolicy, LeaseCounts, Record, Verdict, View};
-use serde::Serialize;
+use mcs_core::{ExpiryGuard, HoldPolicy, LeaseCounts, Record, SectionKind, Verdict, View};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
-
-/// A served list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SectionKind {
-    /// `GET /v1/pools`.
-    Pools,
-    /// `GET /v1/routers`.
-    Routers,
-    /// `GET /v1/clusters`.
-    Clusters,
-    /// `GET /v1/exports`.
-    Exports,
-    /// `GET /v1/imports`.
-    Imports,
-}
-
-impl SectionKind {
-    /// Every section.
-    pub const ALL: [SectionKind; 5] = [
-        SectionKind::Pools,
-        SectionKind::Routers,
-        SectionKind::Clusters,
-        SectionKind::Exports,
-        SectionKind::Imports,
-    ];
-
-    /// The list's field name in its envelope, and the metric label.
-    pub fn name(self) -> &'static str {
-        match self {
-            SectionKind::Pools => "pools",
-            SectionKind::Routers => "routers",
-            SectionKind::Clusters => "clusters",
-            SectionKind::Exports => "exports",
-            SectionKind::Imports => "imports",
-        }
-    }
-}
 
 /// A list body ready to send, with its fingerprint.
 #[derive(Debug)]
@@ -69,6 +31,15 @@ pub struct Rendered {
     pub etag: String,
     /// `{"<section>": [...], "complete": ..., "fingerprint": ...}`.
     pub body: Bytes,
+}
+
+impl Rendered {
+    /// `body` to send, with its entity tag for `complete`.
+    fn new(body: ListBody, complete: bool) -> Self {
+        let ListBody { fingerprint, body } = body;
+        let etag = if complete { fingerprint.clone() } else { format!("{fingerprint}-incomplete") };
+        Rendered { fingerprint, etag, body: Bytes::from(body) }
+    }
 }
 
 /// A rendered body and the section version and completeness it was
@@ -279,26 +250,14 @@ impl LiveView {
         self.expire_due();
         let complete = self.is_complete();
         let view = self.read();
-        let version = match section {
-            SectionKind::Pools => view.pools().version(),
-            SectionKind::Routers => view.routers().version(),
-            SectionKind::Clusters => view.clusters().version(),
-            SectionKind::Exports => view.exports().version(),
-            SectionKind::Imports => view.imports().version(),
-        };
+        let version = section.version(&view);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((v, c, rendered)) = cache.get(&section)
             && (*v, *c) == (version, complete)
         {
             return rendered.clone();
         }
-        let rendered = Arc::new(match section {
-            SectionKind::Pools => render_section(section, view.pools(), complete),
-            SectionKind::Routers => render_section(section, view.routers(), complete),
-            SectionKind::Clusters => render_section(section, view.clusters(), complete),
-            SectionKind::Exports => render_section(section, view.exports(), complete),
-            SectionKind::Imports => render_section(section, view.imports(), complete),
-        });
+        let rendered = Arc::new(Rendered::new(section.list_body(&view, complete), complete));
         cache.insert(section, (version, complete, rendered.clone()));
         rendered
     }
@@ -327,52 +286,13 @@ impl LiveView {
     }
 }
 
-fn fingerprints(view: &View) -> [String; 5] {
-    [
-        view.pools().fingerprint(),
-        view.routers().fingerprint(),
-        view.clusters().fingerprint(),
-        view.exports().fingerprint(),
-        view.imports().fingerprint(),
-    ]
+fn fingerprints(view: &View) -> [String; SectionKind::ALL.len()] {
+    SectionKind::ALL.map(|section| section.fingerprint(view))
 }
 
 fn publish_sizes(view: &View) {
-    let sizes = [
-        view.pools().len(),
-        view.routers().len(),
-        view.clusters().len(),
-        view.exports().len(),
-        view.imports().len(),
-    ];
-    for (section, size) in SectionKind::ALL.iter().zip(sizes) {
-        metrics::gauge!(m::VIEW_ITEMS, "section" => section.name()).set(size as f64);
+    for section in SectionKind::ALL {
+        metrics::gauge!(m::VIEW_ITEMS, "section" => section.name()).set(section.len(view) as f64);
     }
     metrics::gauge!(m::VIEW_RECORDS).set(view.record_count() as f64);
-}
-
-fn render_section<K: Ord, V: Serialize + PartialEq>(
-    kind: SectionKind,
-    section: &Section<K, V>,
-    complete: bool,
-) -> Rendered {
-    #[derive(Serialize)]
-    struct Tail<'a> {
-        complete: bool,
-        fingerprint: &'a str,
-    }
-    let fingerprint = section.fingerprint();
-    let items: Vec<&V> = section.values().collect();
-    let mut body = Vec::with_capacity(64 + 256 * items.len());
-    body.extend_from_slice(b"{\"");
-    body.extend_from_slice(kind.name().as_bytes());
-    body.extend_from_slice(b"\":");
-    // Serializing plain data types into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut body, &items);
-    body.push(b',');
-    let tail =
-        serde_json::to_vec(&Tail { complete, fingerprint: &fingerprint }).unwrap_or_default();
-    body.extend_from_slice(&tail[1..]);
-    let etag = if complete { fingerprint.clone() } else { format!("{fingerprint}-incomplete") };
-    Rendered { fingerprint, etag, body: Bytes::from(body) }
 }

@@ -120,7 +120,7 @@ fn register_zero() {
         }
         metrics::counter!(LEASE_EXPIRIES, "kind" => kind).increment(0);
     }
-    for section in crate::live::SectionKind::ALL.map(crate::live::SectionKind::name) {
+    for section in mcs_core::SectionKind::ALL.map(mcs_core::SectionKind::name) {
         metrics::counter!(FINGERPRINT_CHANGES, "section" => section).increment(0);
         metrics::gauge!(VIEW_ITEMS, "section" => section).set(0.0);
     }

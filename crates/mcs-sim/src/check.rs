@@ -24,7 +24,7 @@
 use crate::registrar::Process;
 use crate::relay::Relay;
 use crate::world::{World, describe};
-use mcs_core::{Body, Key, Record, View};
+use mcs_core::{Body, Key, Record, SectionKind, View};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -208,7 +208,7 @@ fn same_winner(a: Option<&Record>, b: Option<&Record>, strict_leases: bool) -> b
 }
 
 fn same_sections(
-    reference: &[(&'static str, String); 5],
+    reference: &Fingerprints,
     first_slot: usize,
     view: &View,
     slot: usize,
@@ -229,14 +229,11 @@ fn same_sections(
     Ok(())
 }
 
-fn fingerprints(view: &View) -> [(&'static str, String); 5] {
-    [
-        ("pools", view.pools().fingerprint()),
-        ("routers", view.routers().fingerprint()),
-        ("clusters", view.clusters().fingerprint()),
-        ("exports", view.exports().fingerprint()),
-        ("imports", view.imports().fingerprint()),
-    ]
+/// Every section's name and fingerprint, in [`SectionKind::ALL`]'s order.
+type Fingerprints = [(&'static str, String); SectionKind::ALL.len()];
+
+fn fingerprints(view: &View) -> Fingerprints {
+    SectionKind::ALL.map(|section| (section.name(), section.fingerprint(view)))
 }
 
 /// Invariants 1–4 once everything is delivered and every view has read

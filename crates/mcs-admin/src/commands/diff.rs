@@ -6,14 +6,14 @@
 
 use super::DEFAULT_RETENTION;
 use crate::Exit;
-use crate::cli::{DiffArgs, GlobalArgs, SectionName};
+use crate::cli::{DiffArgs, GlobalArgs};
 use crate::connect::{Location, ensure_schema};
 use crate::output::{self, Format, Table};
 use crate::progress::Progress;
 use crate::scan::view_of;
 use anyhow::Context as _;
-use mcs_core::fingerprint::Section;
-use mcs_core::{Record, View};
+use mcs_core::fingerprint::ItemDigest;
+use mcs_core::{Record, SectionKind, View};
 use mcs_store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -76,40 +76,15 @@ async fn read(location: &Location) -> anyhow::Result<Vec<Record>> {
 
 /// Every section of `here` against `there`.
 pub(crate) fn compare(here: &View, there: &View) -> Vec<SectionDiff> {
-    SectionName::ALL
-        .iter()
-        .map(|&name| match name {
-            SectionName::Pools => {
-                section(name, here.pools(), there.pools(), |p| p.pool_id.to_string())
-            }
-            SectionName::Routers => {
-                section(name, here.routers(), there.routers(), |r| r.router_id.to_string())
-            }
-            SectionName::Clusters => {
-                section(name, here.clusters(), there.clusters(), |c| c.cluster_id.to_string())
-            }
-            SectionName::Exports => section(name, here.exports(), there.exports(), |e| {
-                format!("{}/{}/{}", e.cluster_id, e.namespace, e.name)
-            }),
-            SectionName::Imports => section(name, here.imports(), there.imports(), |i| {
-                format!("{}/{}", i.namespace, i.name)
-            }),
-        })
-        .collect()
+    SectionKind::ALL.iter().map(|&section| compare_section(section, here, there)).collect()
 }
 
-fn section<K, V>(
-    name: SectionName,
-    here: &Section<K, V>,
-    there: &Section<K, V>,
-    key: impl Fn(&V) -> String,
-) -> SectionDiff
-where
-    K: Ord,
-    V: serde::Serialize + PartialEq,
-{
-    let a: BTreeMap<String, &V> = here.values().map(|v| (key(v), v)).collect();
-    let b: BTreeMap<String, &V> = there.values().map(|v| (key(v), v)).collect();
+/// One section: its fingerprints, and its keys compared by their items'
+/// digests (equal digests, equal served JSON).
+fn compare_section(section: SectionKind, here: &View, there: &View) -> SectionDiff {
+    let (here, there) = (section.of(here), section.of(there));
+    let a: BTreeMap<String, ItemDigest> = here.digests().into_iter().collect();
+    let b: BTreeMap<String, ItemDigest> = there.digests().into_iter().collect();
     let only_here: Vec<String> = a.keys().filter(|k| !b.contains_key(*k)).cloned().collect();
     let only_there: Vec<String> = b.keys().filter(|k| !a.contains_key(*k)).cloned().collect();
     let different: Vec<String> = a
@@ -119,7 +94,7 @@ where
         .collect();
     let (here_fingerprint, there_fingerprint) = (here.fingerprint(), there.fingerprint());
     SectionDiff {
-        section: name.as_str(),
+        section: section.name(),
         identical: here_fingerprint == there_fingerprint
             && only_here.is_empty()
             && only_there.is_empty()

@@ -8,7 +8,7 @@
 //! its reason.
 
 use super::{DEFAULT_RETENTION, open_checked};
-use crate::cli::{GlobalArgs, LsArgs, SectionName};
+use crate::cli::{GlobalArgs, LsArgs};
 use crate::liveness::{Reason, reason_of};
 use crate::output::{self, Format, Table, relative};
 use crate::progress::Progress;
@@ -17,12 +17,14 @@ use crate::{Exit, UsageError};
 use mcs_api::{
     Cluster, ConditionStatus, Endpoint, Export, Incarnation, Pool, RouterReplica, ServicePort,
 };
-use mcs_core::{Body, Key, Kind, Record, View};
+use mcs_core::fingerprint::Section;
+use mcs_core::section::SectionVisitor;
+use mcs_core::{Body, Key, Kind, Record, SectionKind, View};
 use mcs_store::Store;
 use serde::Serialize;
 
 pub(super) async fn run(global: &GlobalArgs, args: &LsArgs) -> anyhow::Result<Exit> {
-    if args.all && args.section == SectionName::Imports {
+    if args.all && args.section.record_kind().is_none() {
         return Err(UsageError::invalid(
             "imports are merged from live exports and have no records of their own: \
              use `ls exports --all`",
@@ -47,29 +49,11 @@ pub(super) async fn run(global: &GlobalArgs, args: &LsArgs) -> anyhow::Result<Ex
 /// The served items of `section`, as the registry serves them.
 pub(crate) fn render_served(
     view: &View,
-    section: SectionName,
+    section: SectionKind,
     format: Format,
     now_ms: u64,
 ) -> anyhow::Result<String> {
-    // A Vec of references serializes exactly as the registry's list.
-    let structured = match section {
-        SectionName::Pools => {
-            output::structured(format, &view.pools().values().collect::<Vec<_>>())?
-        }
-        SectionName::Routers => {
-            output::structured(format, &view.routers().values().collect::<Vec<_>>())?
-        }
-        SectionName::Clusters => {
-            output::structured(format, &view.clusters().values().collect::<Vec<_>>())?
-        }
-        SectionName::Exports => {
-            output::structured(format, &view.exports().values().collect::<Vec<_>>())?
-        }
-        SectionName::Imports => {
-            output::structured(format, &view.imports().values().collect::<Vec<_>>())?
-        }
-    };
-    if let Some(text) = structured {
+    if let Some(text) = section.visit(view, Structured(format))? {
         return Ok(text);
     }
     let lease = |key: Key| {
@@ -78,7 +62,7 @@ pub(crate) fn render_served(
             .map_or_else(|| "-".to_owned(), |until| relative(until, now_ms))
     };
     let table = match section {
-        SectionName::Pools => {
+        SectionKind::Pools => {
             let mut t = Table::new([
                 "POOL_ID",
                 "CLUSTER",
@@ -105,7 +89,7 @@ pub(crate) fn render_served(
             }
             t
         }
-        SectionName::Routers => {
+        SectionKind::Routers => {
             let mut t = Table::new(["ROUTER_ID", "ADDRESS", "REGION", "ZONE", "LEASE"]);
             for r in view.routers().values() {
                 let location = r.location.as_ref();
@@ -121,7 +105,7 @@ pub(crate) fn render_served(
             }
             t
         }
-        SectionName::Clusters => {
+        SectionKind::Clusters => {
             let mut t = Table::new(["CLUSTER_ID", "INCARNATION", "LEASE"]);
             for c in view.clusters().values() {
                 t.row([
@@ -132,7 +116,7 @@ pub(crate) fn render_served(
             }
             t
         }
-        SectionName::Exports => {
+        SectionKind::Exports => {
             let mut t = Table::new([
                 "CLUSTER",
                 "NAMESPACE",
@@ -160,7 +144,7 @@ pub(crate) fn render_served(
             }
             t
         }
-        SectionName::Imports => {
+        SectionKind::Imports => {
             let mut t = Table::new(["NAMESPACE", "NAME", "TYPE", "PORTS", "CLUSTERS", "ENDPOINTS"]);
             for i in view.imports().values() {
                 let all: Vec<Endpoint> =
@@ -178,6 +162,22 @@ pub(crate) fn render_served(
         }
     };
     Ok(table.render())
+}
+
+/// A section's served items in a structured format, `None` for tables.
+struct Structured(Format);
+
+impl<'v> SectionVisitor<'v> for Structured {
+    type Output = anyhow::Result<Option<String>>;
+
+    fn visit<K, V>(self, section: &'v Section<K, V>) -> Self::Output
+    where
+        K: Ord + std::fmt::Display,
+        V: Serialize + PartialEq,
+    {
+        // A Vec of references serializes exactly as the registry's list.
+        output::structured(self.0, &section.values().collect::<Vec<_>>())
+    }
 }
 
 /// `http:80/TCP,grpc:9090/TCP`.
@@ -337,29 +337,23 @@ fn export_entries(view: &View, skew_ms: u64, now_ms: u64) -> Vec<Entry<Export>> 
 /// Every record of `section` with its reason.
 pub(crate) fn render_all(
     view: &View,
-    section: SectionName,
+    section: SectionKind,
     format: Format,
     skew_ms: u64,
     now_ms: u64,
 ) -> anyhow::Result<String> {
-    let structured = match section {
-        SectionName::Pools => output::structured(format, &pool_entries(view, skew_ms, now_ms))?,
-        SectionName::Routers => output::structured(format, &router_entries(view, skew_ms, now_ms))?,
-        SectionName::Clusters => {
-            output::structured(format, &cluster_entries(view, skew_ms, now_ms))?
-        }
-        SectionName::Exports => output::structured(format, &export_entries(view, skew_ms, now_ms))?,
-        SectionName::Imports => return Ok(String::new()),
+    let Some(kind) = section.record_kind() else {
+        return Ok(String::new());
+    };
+    let structured = match kind {
+        Kind::Pool => output::structured(format, &pool_entries(view, skew_ms, now_ms))?,
+        Kind::Router => output::structured(format, &router_entries(view, skew_ms, now_ms))?,
+        Kind::Cluster => output::structured(format, &cluster_entries(view, skew_ms, now_ms))?,
+        Kind::Export => output::structured(format, &export_entries(view, skew_ms, now_ms))?,
     };
     if let Some(text) = structured {
         return Ok(text);
     }
-    let kind = match section {
-        SectionName::Pools => Kind::Pool,
-        SectionName::Routers => Kind::Router,
-        SectionName::Clusters => Kind::Cluster,
-        SectionName::Exports | SectionName::Imports => Kind::Export,
-    };
     let mut rows: Vec<&Record> = view.records().filter(|r| r.key.kind() == kind).collect();
     rows.sort_by(|a, b| a.key.cmp(&b.key));
     // A version (`generation@writer`) alone takes some 56 columns: only
@@ -430,7 +424,7 @@ mod tests {
     #[test]
     fn json_is_the_registry_array() {
         let view = view();
-        let text = render_served(&view, SectionName::Pools, Format::Json, NOW).unwrap();
+        let text = render_served(&view, SectionKind::Pools, Format::Json, NOW).unwrap();
         let served: Vec<&Pool> = view.pools().values().collect();
         assert_eq!(text, format!("{}\n", serde_json::to_string(&served).unwrap()));
         let back: Vec<Pool> = serde_json::from_str(&text).unwrap();
@@ -442,16 +436,28 @@ mod tests {
     }
 
     #[test]
+    fn json_of_every_section_is_the_served_array() {
+        let view = view();
+        for section in SectionKind::ALL {
+            let text = render_served(&view, section, Format::Json, NOW).unwrap();
+            let mut served = Vec::new();
+            section.of(&view).write_items(&mut served);
+            served.push(b'\n');
+            assert_eq!(text.as_bytes(), served, "{section}");
+        }
+    }
+
+    #[test]
     fn tables_show_the_served_items() {
         let view = view();
-        let pools = render_served(&view, SectionName::Pools, Format::Table, NOW).unwrap();
+        let pools = render_served(&view, SectionKind::Pools, Format::Table, NOW).unwrap();
         assert!(pools.starts_with("POOL_ID"), "{pools}");
         assert_eq!(pools.lines().count(), 3, "{pools}");
         assert!(pools.contains("in 30s"), "{pools}");
-        let exports = render_served(&view, SectionName::Exports, Format::Table, NOW).unwrap();
+        let exports = render_served(&view, SectionKind::Exports, Format::Table, NOW).unwrap();
         assert!(exports.contains("http:80/TCP"), "{exports}");
         assert_eq!(exports.lines().count(), 2, "the export of c9 is not served: {exports}");
-        let imports = render_served(&view, SectionName::Imports, Format::Yaml, NOW).unwrap();
+        let imports = render_served(&view, SectionKind::Imports, Format::Yaml, NOW).unwrap();
         assert!(imports.contains("name: web"), "{imports}");
     }
 
@@ -476,13 +482,13 @@ mod tests {
             ]
         );
         assert!(!exports[0].item.as_ref().unwrap().conditions.is_empty());
-        let text = render_all(&view, SectionName::Exports, Format::Table, 1_000, NOW).unwrap();
+        let text = render_all(&view, SectionKind::Exports, Format::Table, 1_000, NOW).unwrap();
         assert!(text.contains("cluster_not_live  c9/llm/web"), "{text}");
         assert!(text.starts_with("REASON            KEY         OWNER"), "no VERSION: {text}");
-        let wide = render_all(&view, SectionName::Exports, Format::Wide, 1_000, NOW).unwrap();
+        let wide = render_all(&view, SectionKind::Exports, Format::Wide, 1_000, NOW).unwrap();
         assert!(wide.starts_with("REASON            KEY         VERSION  OWNER"), "{wide}");
         assert!(wide.contains("  1@w  "), "{wide}");
-        let json = render_all(&view, SectionName::Clusters, Format::Json, 1_000, NOW).unwrap();
+        let json = render_all(&view, SectionKind::Clusters, Format::Json, 1_000, NOW).unwrap();
         let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(parsed[0]["reason"], "live");
         assert_eq!(parsed[0]["item"]["incarnation"], "inc-1");

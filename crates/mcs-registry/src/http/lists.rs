@@ -5,12 +5,13 @@
 
 use super::AppState;
 use super::extract::ValidQuery;
-use crate::live::{Rendered, SectionKind as Section};
+use crate::live::Rendered;
 use crate::metrics as m;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcs_api::ListQuery;
+use mcs_core::SectionKind;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ pub(super) async fn pools(
     h: HeaderMap,
     q: ValidQuery<ListQuery>,
 ) -> Response {
-    list(s, h, q, Section::Pools).await
+    list(s, h, q, SectionKind::Pools).await
 }
 
 pub(super) async fn routers(
@@ -32,7 +33,7 @@ pub(super) async fn routers(
     h: HeaderMap,
     q: ValidQuery<ListQuery>,
 ) -> Response {
-    list(s, h, q, Section::Routers).await
+    list(s, h, q, SectionKind::Routers).await
 }
 
 pub(super) async fn clusters(
@@ -40,7 +41,7 @@ pub(super) async fn clusters(
     h: HeaderMap,
     q: ValidQuery<ListQuery>,
 ) -> Response {
-    list(s, h, q, Section::Clusters).await
+    list(s, h, q, SectionKind::Clusters).await
 }
 
 pub(super) async fn exports(
@@ -48,7 +49,7 @@ pub(super) async fn exports(
     h: HeaderMap,
     q: ValidQuery<ListQuery>,
 ) -> Response {
-    list(s, h, q, Section::Exports).await
+    list(s, h, q, SectionKind::Exports).await
 }
 
 pub(super) async fn imports(
@@ -56,14 +57,14 @@ pub(super) async fn imports(
     h: HeaderMap,
     q: ValidQuery<ListQuery>,
 ) -> Response {
-    list(s, h, q, Section::Imports).await
+    list(s, h, q, SectionKind::Imports).await
 }
 
 async fn list(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     ValidQuery(query): ValidQuery<ListQuery>,
-    section: Section,
+    section: SectionKind,
 ) -> Response {
     let known = if_none_match(&headers);
     // Subscribe before the first look, so a change between the look and the
@@ -89,7 +90,7 @@ async fn watch(
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
     timeout: Duration,
     watch: bool,
-    section: Section,
+    section: SectionKind,
 ) -> Response {
     // `sleep` saturates a deadline past the clock's range (`Instant + timeout`
     // would panic), whatever `max_watch` says.

@@ -435,4 +435,27 @@ mod tests {
         assert_eq!(label["maxLength"], 63);
         assert_eq!(schemas["PoolId"]["pattern"], "^[0-9a-f]{32}$");
     }
+
+    /// Every section is a documented list whose body holds it under its
+    /// name (the schemathesis step checks the router answers every
+    /// documented path as documented).
+    #[test]
+    fn every_section_is_a_documented_list() {
+        let doc: serde_json::Value = serde_json::from_str(&DOCUMENT).expect("the document is JSON");
+        for section in mcs_core::SectionKind::ALL {
+            let name = section.name();
+            let get = &doc["paths"][format!("/v1/{name}")]["get"];
+            let reference =
+                get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("GET /v1/{name} is not documented: {get}"));
+            let schema = reference.rsplit('/').next().unwrap_or_default();
+            let list = &doc["components"]["schemas"][schema];
+            assert!(
+                list["required"].as_array().is_some_and(|r| r.contains(&name.into())),
+                "{list}"
+            );
+            assert_eq!(list["properties"][name]["type"], "array", "{list}");
+        }
+    }
 }
