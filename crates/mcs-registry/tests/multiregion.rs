@@ -10,21 +10,17 @@
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
-mod support;
-
-#[path = "multiregion/harness.rs"]
-mod harness;
-#[path = "multiregion/replicator.rs"]
-mod replicator;
-
-use harness::{MultiRegion, Observation, eventually};
-use replicator::LinkFaults;
+use mcs_testkit::multiregion::{self as harness, LinkFaults, MultiRegion, Observation};
+use mcs_testkit::{eventually, fixtures};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// The binary under test.
+const REGISTRY: &str = env!("CARGO_BIN_EXE_mcs-registry");
 
 const A: &str = "us-east-1";
 const B: &str = "eu-west-1";
@@ -40,17 +36,7 @@ const SKEW: Duration = Duration::from_millis(200);
 
 /// A pool registration; `extra` fields are merged in.
 fn pool(cluster: &str, dgd: &str, workers: u32, extra: Value) -> Value {
-    let mut body = json!({
-        "pool_key": {"cluster_id": cluster, "namespace": "llm", "dgd_name": dgd},
-        "model": "meta-llama/Llama-3.1-8B",
-        "location": {"region": "us-east-1"},
-        "capacity": {"workers": workers},
-        "relay_address": "10.0.1.7:9000",
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        body[k] = v.clone();
-    }
-    body
+    fixtures::with(fixtures::pool(cluster, dgd, workers), extra)
 }
 
 /// The dgd names of a list's pools, sorted.
@@ -68,7 +54,9 @@ async fn pools_of(world: &MultiRegion, region: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_is_visible_in_the_other_region_within_replication_delay_and_a_refresh() {
     const DELAY: Duration = Duration::from_millis(200);
-    let Some(world) = MultiRegion::start("visibility", &[A, B], &[], 1).await else { return };
+    let Some(world) = MultiRegion::start(REGISTRY, "visibility", &[A, B], &[], 1).await else {
+        return;
+    };
     world.faults().set_all(&LinkFaults { delay: DELAY, ..LinkFaults::default() });
     // Typical, not guaranteed (DESIGN §10): replication lag plus one
     // refresh; the slack covers the stream poll and a loaded machine.
@@ -136,7 +124,9 @@ fn gaps(seen: &[Observation], dgd: &str) -> (Vec<Duration>, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_failing_over_mid_lease_stays_live_and_single_in_both_regions() {
-    let Some(world) = MultiRegion::start("failover", &[A, B], &[], 2).await else { return };
+    let Some(world) = MultiRegion::start(REGISTRY, "failover", &[A, B], &[], 2).await else {
+        return;
+    };
     // Replication with a delay and reordering: heartbeats (300 ms apart)
     // overtake each other; the conditional puts keep the newest of each item.
     world.faults().set_all(&LinkFaults {
@@ -206,30 +196,12 @@ async fn a_relay_failing_over_mid_lease_stays_live_and_single_in_both_regions() 
     eprintln!("{in_a} beats in A, {in_b} in B; converged {took:?} after the last beat; {stats:?}");
 }
 
-/// An export of `llm/svc` of the given type, exported at `exported_at`.
-fn export(service_type: &str, exported_at: &str, address: &str) -> Value {
-    json!({
-        "type": service_type,
-        "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-        "exported_at": exported_at,
-        "endpoints": [{"addresses": [address], "ready": true}],
-    })
-}
-
 /// Registers a cluster, its export, a router and a pool in `region`.
 async fn register_side(world: &MultiRegion, region: &str, side: &str, export: Value) {
     let writes = [
         (Method::POST, "/v1/pools".to_owned(), pool("c1", &format!("{side}-only"), 1, json!({}))),
-        (
-            Method::POST,
-            "/v1/routers".to_owned(),
-            json!({"router_id": format!("gr-{side}"), "address": "10.0.0.1:8080"}),
-        ),
-        (
-            Method::PUT,
-            format!("/v1/clusters/c-{side}"),
-            json!({"incarnation": format!("ctl-{side}")}),
-        ),
+        (Method::POST, "/v1/routers".to_owned(), fixtures::router(&format!("gr-{side}"))),
+        (Method::PUT, format!("/v1/clusters/c-{side}"), fixtures::cluster(&format!("ctl-{side}"))),
         (Method::PUT, format!("/v1/clusters/c-{side}/exports/llm/svc"), export),
     ];
     for (method, path, body) in writes {
@@ -240,7 +212,9 @@ async fn register_side(world: &MultiRegion, region: &str, side: &str, export: Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regions_written_on_both_sides_of_a_partition_converge_once_it_heals() {
-    let Some(world) = MultiRegion::start("partition", &[A, B, C], &[], 3).await else { return };
+    let Some(world) = MultiRegion::start(REGISTRY, "partition", &[A, B, C], &[], 3).await else {
+        return;
+    };
     // Lossy, reordering links: every delivery may be dropped and resent.
     world.faults().set_all(&LinkFaults {
         delay: Duration::from_millis(50),
@@ -255,8 +229,15 @@ async fn regions_written_on_both_sides_of_a_partition_converge_once_it_heals() {
     world.await_converged(Duration::from_secs(5)).await;
 
     world.faults().partition(&[&[A], &[B, C]]);
-    register_side(&world, A, "a", export("ClusterSetIP", "2026-01-01T00:00:00Z", "10.1.0.1")).await;
-    register_side(&world, B, "b", export("Headless", "2026-01-02T00:00:00Z", "10.2.0.1")).await;
+    register_side(
+        &world,
+        A,
+        "a",
+        fixtures::export("ClusterSetIP", "2026-01-01T00:00:00Z", "10.1.0.1"),
+    )
+    .await;
+    register_side(&world, B, "b", fixtures::export("Headless", "2026-01-02T00:00:00Z", "10.2.0.1"))
+        .await;
     let (status, _) =
         world.call(C, Method::POST, "/v1/pools", Some(&pool("c1", "c-only", 1, json!({})))).await;
     assert_eq!(status, StatusCode::OK);
@@ -321,7 +302,9 @@ async fn regions_written_on_both_sides_of_a_partition_converge_once_it_heals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_withdrawal_is_not_undone_by_an_older_write_still_in_flight() {
-    let Some(world) = MultiRegion::start("withdrawal", &[A, B], &[], 4).await else { return };
+    let Some(world) = MultiRegion::start(REGISTRY, "withdrawal", &[A, B], &[], 4).await else {
+        return;
+    };
     world
         .faults()
         .set_all(&LinkFaults { delay: Duration::from_millis(100), ..LinkFaults::default() });
@@ -469,7 +452,9 @@ impl Writers {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_killed_mid_load_loses_no_acknowledged_write() {
-    let Some(mut world) = MultiRegion::start("sigkill", &[A, B], &[], 5).await else { return };
+    let Some(mut world) = MultiRegion::start(REGISTRY, "sigkill", &[A, B], &[], 5).await else {
+        return;
+    };
     world.faults().set_all(&LinkFaults {
         delay: Duration::from_millis(100),
         jitter: Duration::from_millis(100),
@@ -569,7 +554,9 @@ async fn stall_until_expiries_are_held(strict: bool) {
         ("--expiry-hold-window-secs", "2"),
         ("--expiry-hold-max-secs", "3"),
     ];
-    let Some(world) = MultiRegion::start("hold", &[A, B], &flags, 6).await else { return };
+    let Some(world) = MultiRegion::start(REGISTRY, "hold", &[A, B], &flags, 6).await else {
+        return;
+    };
     world
         .faults()
         .set_all(&LinkFaults { delay: Duration::from_millis(100), ..LinkFaults::default() });
@@ -676,7 +663,9 @@ async fn stall_until_expiries_are_held(strict: bool) {
 #[tokio::test]
 async fn a_withdrawal_holds_across_two_registrars_of_one_region() {
     let flags = [("--full-resync-interval-secs", "3")];
-    let Some(mut world) = MultiRegion::start("tworeg", &[A, B], &flags, 7).await else { return };
+    let Some(mut world) = MultiRegion::start(REGISTRY, "tworeg", &[A, B], &flags, 7).await else {
+        return;
+    };
     let second = world.launch_second(A).await;
     let by_x = pool("c1", "shared", 1, json!({"incarnation": "relay-x"}));
     let (status, registered) = world.call(A, Method::POST, "/v1/pools", Some(&by_x)).await;

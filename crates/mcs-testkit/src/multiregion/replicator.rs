@@ -27,7 +27,6 @@
 //! and a full stall. Random choices come from a seeded generator per link,
 //! so a schedule's decisions repeat for a given seed (not its timing).
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{
@@ -61,28 +60,7 @@ const MAX_LOSSES: u32 = 8;
 /// Wait before retrying a delivery that failed (not refused) at the target.
 const RETRY_AFTER: Duration = Duration::from_millis(50);
 
-/// A DynamoDB client for `region` of the server at `endpoint`.
-pub fn dynamodb_client(endpoint: &str, region: &str) -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(region.to_owned()))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
-}
-
-/// A DynamoDB Streams client for `region` of the server at `endpoint`.
-pub fn streams_client(endpoint: &str, region: &str) -> aws_sdk_dynamodbstreams::Client {
-    use aws_sdk_dynamodbstreams::config as c;
-    let config = aws_sdk_dynamodbstreams::Config::builder()
-        .behavior_version(c::BehaviorVersion::latest())
-        .region(c::Region::new(region.to_owned()))
-        .endpoint_url(endpoint)
-        .credentials_provider(c::Credentials::new("test", "test", None, None, "static"))
-        .build();
-    aws_sdk_dynamodbstreams::Client::from_conf(config)
-}
+use crate::dynamo::{client as dynamodb_client, streams_client};
 
 /// The faults of one link (an ordered pair of regions).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -693,9 +671,9 @@ mod tests {
 
     #[tokio::test]
     async fn an_older_copy_never_overwrites_a_newer_one() {
-        let Some(endpoint) = crate::support::dynamo_endpoint() else { return };
+        let Some(endpoint) = crate::dynamo::dynamodb_endpoint() else { return };
         let region = "eu-west-1";
-        let table = crate::harness::create_table(&endpoint, "lww", &[region]).await;
+        let table = super::super::create_table(&endpoint, "lww", &[region]).await;
         let client = dynamodb_client(&endpoint, region);
         let copy = |changed: u64, generation: u64, writer: &str, note: &str| -> raw::Item {
             let n = |v: u64| AttributeValue::N(v.to_string());
