@@ -12,8 +12,7 @@
 //! next poll after it lands, so half an interval is the expected median
 //! and a whole one the bound (plus the poll's own time, and for the second
 //! case the replicator's stream polling). The replicator is the
-//! multi-region test's (`crates/mcs-registry/tests/multiregion/`), run at
-//! zero delay.
+//! multi-region tests' (`mcs_testkit::multiregion`), run at zero delay.
 
 use crate::records::registration;
 use crate::report::{self, Stats, Table, f, ratio};
