@@ -6,7 +6,9 @@
 //!
 //! Run with `scripts/with-moto.sh cargo test -p mcs-registry --test
 //! multiregion`; without a DynamoDB endpoint every scenario skips with a
-//! notice (and fails under `CI=true`).
+//! notice, or fails where the DynamoDB tests are required (`scripts/test`,
+//! CI: see `mcs_store::testsuite::dynamodb_endpoint`). The harness and the
+//! replicator are `mcs_testkit::multiregion`.
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
@@ -524,28 +526,21 @@ async fn a_registry_killed_mid_load_loses_no_acknowledged_write() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replication_stall_holds_the_mass_expiry_then_releases_it() {
-    stall_until_expiries_are_held(false).await;
-}
-
-/// The hold as DESIGN §5 states it: none of the wave is served as expired
-/// before the hold. Leases never run out in the same instant (their
-/// renewals were spread over a heartbeat round), but by the first expiry
-/// every lease has missed a renewal, so all are at risk and held together.
-/// B must have seen the pools renew (it learns their heartbeat interval
-/// from renewals); a stall before that is held only once more than
-/// --expiry-hold-threshold of the leases have expired.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replication_stall_keeps_every_pool_listed_while_held() {
-    stall_until_expiries_are_held(true).await;
-}
-
 /// Many pools heartbeat in A; A → B stalls; B sees their leases run out
 /// together, holds the expiries (lists stay, `complete: false`) for at most
 /// --expiry-hold-max-secs, then lets them go; replication resumes and B
-/// lists them again. `strict`: B keeps every pool until the release.
-async fn stall_until_expiries_are_held(strict: bool) {
+/// lists them again.
+///
+/// And the hold as DESIGN §5 states it: B keeps every pool until the
+/// release, none of the wave served as expired before the hold. Leases
+/// never run out in the same instant (their renewals were spread over a
+/// heartbeat round), but by the first expiry every lease has missed a
+/// renewal, so all are at risk and held together. B must have seen the
+/// pools renew (it learns their heartbeat interval from renewals); a stall
+/// before that is held only once more than --expiry-hold-threshold of the
+/// leases have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replication_stall_holds_every_pool_listed_then_releases_the_expiries() {
     const POOLS: usize = 8;
     const MAX_HOLD: Duration = Duration::from_secs(3);
     let flags = [
@@ -634,13 +629,11 @@ async fn stall_until_expiries_are_held(strict: bool) {
         counts.windows(2).all(|w| w[1] <= w[0]),
         "B never lists a pool again during the stall: {counts:?}"
     );
-    if strict {
-        assert_eq!(held_counts, BTreeSet::from([POOLS]), "B keeps every pool while it holds");
-        assert!(
-            counts.iter().all(|n| *n == 0 || *n == POOLS),
-            "B drops the pools together: {counts:?}"
-        );
-    }
+    assert_eq!(held_counts, BTreeSet::from([POOLS]), "B keeps every pool while it holds");
+    assert!(
+        counts.iter().all(|n| *n == 0 || *n == POOLS),
+        "B drops the pools together: {counts:?}"
+    );
     assert_eq!(world.metric(B, "mcs_view_expiry_holds_total").await, 1.0);
 
     // Replication resumes: B gets the renewals and lists the pools again.

@@ -4,8 +4,9 @@
 //! retries.
 //!
 //! The endpoint comes from `MCS_TEST_DYNAMODB_ENDPOINT`, which
-//! `scripts/with-moto.sh` sets. Unset, each test prints a notice and passes
-//! without running, except under `CI=true`, where it fails. Every test
+//! `scripts/with-moto.sh` sets. Unset, each test skips after a notice,
+//! except where the DynamoDB tests are required (`scripts/test`, CI), where
+//! it fails (`mcs_store::testsuite::dynamodb_endpoint`). Every test
 //! migrates a table of its own, so tests are isolated on one server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
