@@ -20,7 +20,7 @@
 //! race with a newer one (reordering, redelivery) never overwrites it: last
 //! writer wins per item, as in a global table. Since the outcome does not
 //! depend on the order of application, a link applies up to
-//! [`MAX_IN_FLIGHT`] deliveries at once.
+//! `MAX_IN_FLIGHT` deliveries at once.
 //!
 //! Faults ([`Faults`]): per-link delay, jitter (deliveries overtake each
 //! other), shuffled batches, loss with redelivery, held links, partitions
