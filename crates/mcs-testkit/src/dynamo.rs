@@ -101,3 +101,63 @@ pub fn registry_args_in(endpoint: &str, region: &str, table: &str) -> Vec<String
 pub fn registry_args(endpoint: &str, table: &str) -> Vec<String> {
     registry_args_in(endpoint, REGION, table)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcs_store::testsuite::{ENDPOINT_ENV, REQUIRE_ENV};
+    use std::process::{Command, Output};
+
+    const CHILD: &str = "MCS_TESTKIT_ENDPOINT_RULE_CHILD";
+    const EXPECT: &str = "MCS_TESTKIT_ENDPOINT_RULE_EXPECT";
+
+    /// Runs only as the child of the test below, in an environment of its
+    /// choosing: applies the endpoint rule and checks its answer.
+    #[test]
+    fn endpoint_rule_child() {
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        let expected = std::env::var(EXPECT).ok().filter(|e| !e.is_empty());
+        assert_eq!(dynamodb_endpoint(), expected);
+    }
+
+    /// This test binary running only [`endpoint_rule_child`], output
+    /// captured as usual, with `env` and none of the rule's variables.
+    fn child(env: &[(&str, &str)]) -> Output {
+        let mut command = Command::new(std::env::current_exe().expect("this test binary"));
+        command
+            .args(["--exact", "dynamo::tests::endpoint_rule_child", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env_remove(ENDPOINT_ENV)
+            .env_remove(REQUIRE_ENV)
+            .env_remove("CI");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().expect("the test binary runs")
+    }
+
+    #[test]
+    fn a_missing_endpoint_skips_with_a_visible_notice_unless_the_tests_are_required() {
+        let skipped = child(&[(EXPECT, "")]);
+        let stderr = String::from_utf8_lossy(&skipped.stderr);
+        assert!(skipped.status.success(), "{skipped:?}");
+        assert!(
+            stderr.contains(&format!("notice: {ENDPOINT_ENV} is not set")),
+            "the notice passes the test harness's capture: {stderr}"
+        );
+        for required in [(REQUIRE_ENV, "true"), ("CI", "true")] {
+            let failed = child(&[required, (EXPECT, "")]);
+            let stdout = String::from_utf8_lossy(&failed.stdout);
+            assert!(!failed.status.success(), "{required:?} fails the test: {stdout}");
+            assert!(stdout.contains("the DynamoDB tests are required"), "{required:?}: {stdout}");
+        }
+        let set = child(&[
+            (ENDPOINT_ENV, "http://127.0.0.1:1"),
+            (REQUIRE_ENV, "true"),
+            (EXPECT, "http://127.0.0.1:1"),
+        ]);
+        assert!(set.status.success(), "{set:?}");
+    }
+}
