@@ -16,11 +16,11 @@
 //! without the body).
 
 use crate::cpu;
-use crate::process::{RegistryProcess, unique_name};
 use crate::records::registration;
 use crate::report::{self, Table, f, ratio, verdict};
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
+use mcs_testkit::dynamo::unique_name;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -235,11 +235,9 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
 
 async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Result<()> {
     let long = ["--lease-duration-secs", "3600", "--heartbeat-interval-secs", "60"];
-    let registry =
-        RegistryProcess::start(&env.registry_bin, Some(&env.server_cpus), &long.map(str::to_owned))
-            .await?;
+    let registry = env.start_registry(Some(&env.server_cpus), &long.map(str::to_owned)).await?;
     let http = reqwest::Client::new();
-    let url = format!("{}/v1/pools", registry.api());
+    let url = format!("{}/v1/pools", registry.api_url());
     for i in 0..options.pools {
         let reply = http.post(&url).json(&registration(i, 4, None)).send().await?;
         ensure!(reply.status().is_success(), "registering pool {i}: {}", reply.status());
@@ -298,7 +296,7 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
     for mut child in nginxes {
         let _ = child.kill().await;
     }
-    registry.stop().await;
+    registry.kill().await;
 
     let mean = |runs: &[WrkRun], f: fn(&WrkRun) -> f64| {
         runs.iter().map(f).sum::<f64>() / runs.len().max(1) as f64

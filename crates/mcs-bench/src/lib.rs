@@ -15,9 +15,7 @@
 mod cpu;
 mod get_throughput;
 mod poll_cost;
-mod process;
 mod propagation;
-mod recorder;
 mod records;
 mod report;
 mod view;
@@ -25,6 +23,7 @@ mod watch;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use mcs_testkit::process::{Launch, RegistryProcess};
 use std::path::PathBuf;
 
 /// mcs-bench: benchmarks of mcs-registry, each reported against a baseline
@@ -80,6 +79,29 @@ pub(crate) struct Env {
 }
 
 impl Env {
+    /// Starts the registry under test with `extra` flags, pinned to `cpus`
+    /// when given, logging its warnings here (they would explain odd
+    /// figures).
+    async fn start_registry(
+        &self,
+        cpus: Option<&str>,
+        extra: &[String],
+    ) -> anyhow::Result<RegistryProcess> {
+        if !self.registry_bin.exists() {
+            anyhow::bail!(
+                "{} not found: build it (cargo build --release -p mcs-registry) or pass --registry-bin",
+                self.registry_bin.display()
+            );
+        }
+        Launch::new(&self.registry_bin)
+            .cpus(cpus)
+            .args(["--log", "warn,mcs_registry::server=info"])
+            .args(extra)
+            .echo_warnings()
+            .start()
+            .await
+    }
+
     fn endpoint(&self) -> anyhow::Result<&str> {
         self.dynamodb_endpoint.as_deref().context(
             "no DynamoDB endpoint: run through scripts/with-moto.sh or pass --dynamodb-endpoint",

@@ -18,17 +18,15 @@
 mod load;
 mod meter;
 
-use crate::process::unique_name;
-use crate::recorder::SumRecorder;
 use crate::records::{now_ms, pool_record};
 use crate::report::{self, Table, f, ratio, verdict};
 use anyhow::{Context, bail, ensure};
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::Credentials;
 use clap::Parser;
 use mcs_core::{Record, Version};
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store};
+use mcs_testkit::dynamo::{self, unique_name};
+use mcs_testkit::metrics::MemoryRecorder;
 use meter::Meter;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -78,22 +76,13 @@ struct Reading {
     elapsed: Duration,
 }
 
-async fn sdk_config(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .endpoint_url(endpoint)
-        .load()
-        .await
-}
-
 /// The state of one benchmark run.
 struct Bench {
     store: DynamoStore,
     direct: Client,
     table: String,
     meter: Meter,
-    recorder: &'static SumRecorder,
+    recorder: &'static MemoryRecorder,
     options: Options,
 }
 
@@ -104,7 +93,7 @@ impl Bench {
             .map(|op| {
                 let id =
                     format!("{}{{op={op}}}", mcs_store::metrics::READ_CAPACITY_MILLIUNITS_TOTAL);
-                self.recorder.count(&id) as f64 / 1000.0
+                self.recorder.counter(&id) as f64 / 1000.0
             })
             .sum()
     }
@@ -114,8 +103,10 @@ impl Bench {
         ["scan", "query_changes"]
             .iter()
             .map(|op| {
-                self.recorder
-                    .count(&format!("{}{{op={op},outcome=ok}}", mcs_store::metrics::REQUESTS_TOTAL))
+                self.recorder.counter(&format!(
+                    "{}{{op={op},outcome=ok}}",
+                    mcs_store::metrics::REQUESTS_TOTAL
+                ))
             })
             .sum()
     }
@@ -201,10 +192,10 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     sizes.sort_unstable();
     sizes.dedup();
     ensure!(!sizes.is_empty(), "no --sizes");
-    let recorder = SumRecorder::global();
+    let recorder = MemoryRecorder::global();
     mcs_store::metrics::describe();
     let meter = Meter::start(endpoint).await?;
-    let direct = Client::new(&sdk_config(endpoint).await);
+    let direct = Client::new(&dynamo::sdk_config(Some(endpoint), dynamo::REGION).await);
     let table = unique_name("mcs-bench-poll");
     mcs_store::dynamo::migrate(&direct, &table).await.context("migrating the table")?;
     let mut config = DynamoConfig::new(table.clone());
@@ -214,7 +205,10 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     // attempt may time out and be retried (the meter would count it twice).
     config.attempt_timeout = Duration::from_secs(600);
     config.max_attempts = 1;
-    let store = DynamoStore::from_sdk_config(&sdk_config(&meter.url).await, config)?;
+    let store = DynamoStore::from_sdk_config(
+        &dynamo::sdk_config(Some(&meter.url), dynamo::REGION).await,
+        config,
+    )?;
     let bench = Bench { store, direct, table, meter, recorder, options: options.clone() };
 
     let refresh = options.refresh_ms;

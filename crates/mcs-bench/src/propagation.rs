@@ -12,28 +12,21 @@
 //! next poll after it lands, so half an interval is the expected median
 //! and a whole one the bound (plus the poll's own time, and for the second
 //! case the replicator's stream polling). The replicator is the
-//! multi-region test's (`crates/mcs-registry/tests/multiregion/`), run at
-//! zero delay.
+//! multi-region tests' (`mcs_testkit::multiregion`), run at zero delay.
 
-use crate::process::{RegistryProcess, dynamo_args, unique_name};
 use crate::records::registration;
 use crate::report::{self, Stats, Table, f, ratio};
 use anyhow::{Context, ensure};
 use clap::Parser;
 use mcs_api::Lease;
+use mcs_testkit::RegistryProcess;
+use mcs_testkit::dynamo::{self, unique_name};
+use mcs_testkit::multiregion::replicator;
 use reqwest::StatusCode;
 use reqwest::header::{ETAG, IF_NONE_MATCH};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-// The multi-region tests' replicator, used as it is (only part of its API
-// is needed). Its own unit tests need that test crate's other modules, so
-// it is left out of this crate's unit-test build (see `cross_region`).
-#[cfg(not(test))]
-#[allow(dead_code)]
-#[path = "../../mcs-registry/tests/multiregion/replicator.rs"]
-mod replicator;
 
 /// Options of `propagation`.
 #[derive(Debug, Clone, Parser)]
@@ -144,10 +137,10 @@ async fn measure(
     first: usize,
 ) -> anyhow::Result<Samples> {
     let seen: Seen = Arc::default();
-    let watcher = tokio::spawn(watch_pools(format!("{}/v1/pools", reader.api()), seen.clone()));
+    let watcher = tokio::spawn(watch_pools(format!("{}/v1/pools", reader.api_url()), seen.clone()));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let http = reqwest::Client::new();
-    let url = format!("{}/v1/pools", writer.api());
+    let url = format!("{}/v1/pools", writer.api_url());
     let lease = Lease::new(3600, 60).ok();
     let mut writes = Vec::with_capacity(options.writes);
     for w in 0..options.writes {
@@ -173,9 +166,9 @@ async fn measure(
     }
     watcher.abort();
     let reader_poll_ms =
-        mean_ms(reader.admin(), "mcs_reader_poll_duration_seconds", "mode=\"delta\"").await;
+        mean_ms(reader.admin_url(), "mcs_reader_poll_duration_seconds", "mode=\"delta\"").await;
     let writer_put_ms =
-        mean_ms(writer.admin(), "mcs_store_request_duration_seconds", "op=\"put\"").await;
+        mean_ms(writer.admin_url(), "mcs_store_request_duration_seconds", "op=\"put\"").await;
     let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
     let mut samples = Samples {
         post: Vec::new(),
@@ -202,24 +195,10 @@ async fn measure(
     Ok(samples)
 }
 
-fn migrate_client(endpoint: &str, region: &str) -> aws_sdk_dynamodb::Client {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(region.to_owned()))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
-}
-
 /// Registry flags for region `region` of `table`, refreshing every
 /// `refresh_ms`.
 fn registry_flags(endpoint: &str, region: &str, table: &str, refresh_ms: u64) -> Vec<String> {
-    let mut flags = dynamo_args(endpoint, table);
-    if let Some(i) = flags.iter().position(|f| f == "--region") {
-        flags[i + 1] = region.to_owned();
-    }
+    let mut flags = dynamo::registry_args_in(endpoint, region, table);
     flags.extend(["--refresh-interval-ms".to_owned(), refresh_ms.to_string()]);
     flags
 }
@@ -227,7 +206,6 @@ fn registry_flags(endpoint: &str, region: &str, table: &str, refresh_ms: u64) ->
 /// The cross-region scenario: one table per region, the replicator between
 /// them at zero delay, a registry in each. Returns the samples and what the
 /// replicator did.
-#[cfg(not(test))]
 async fn cross_region(
     env: &crate::Env,
     options: &Options,
@@ -235,17 +213,17 @@ async fn cross_region(
 ) -> anyhow::Result<(Samples, String)> {
     let table = unique_name("mcs-bench-xreg");
     for region in [A, B] {
-        mcs_store::dynamo::migrate(&migrate_client(endpoint, region), &table).await?;
+        mcs_store::dynamo::migrate(&dynamo::client(endpoint, region), &table).await?;
     }
     let replicator = replicator::Replicator::start(endpoint, &table, &[A, B], 7).await;
     let flags = |region| registry_flags(endpoint, region, &table, options.refresh_ms);
-    let a = RegistryProcess::start(&env.registry_bin, None, &flags(A)).await?;
-    let b = RegistryProcess::start(&env.registry_bin, None, &flags(B)).await?;
+    let a = env.start_registry(None, &flags(A)).await?;
+    let b = env.start_registry(None, &flags(B)).await?;
     let samples = measure(options, &a, &b, 1_000_000).await?;
     let stats = replicator.stats();
     drop(replicator);
-    a.stop().await;
-    b.stop().await;
+    a.kill().await;
+    b.kill().await;
     let summary = format!(
         "replicator: {} read, {} applied, {} superseded, {} errors; stream polled at {:?} when idle",
         stats.read,
@@ -257,11 +235,6 @@ async fn cross_region(
     Ok((samples, summary))
 }
 
-#[cfg(test)]
-async fn cross_region(_: &crate::Env, _: &Options, _: &str) -> anyhow::Result<(Samples, String)> {
-    anyhow::bail!("the cross-region scenario is not part of unit-test builds")
-}
-
 /// Runs `propagation`.
 pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     report::begin("propagation", "write→visible between two registries");
@@ -270,12 +243,12 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
 
     // Same region: two processes on one table.
     let table = unique_name("mcs-bench-prop");
-    mcs_store::dynamo::migrate(&migrate_client(endpoint, A), &table).await?;
-    let a1 = RegistryProcess::start(&env.registry_bin, None, &flags(A, &table)).await?;
-    let a2 = RegistryProcess::start(&env.registry_bin, None, &flags(A, &table)).await?;
+    mcs_store::dynamo::migrate(&dynamo::client(endpoint, A), &table).await?;
+    let a1 = env.start_registry(None, &flags(A, &table)).await?;
+    let a2 = env.start_registry(None, &flags(A, &table)).await?;
     let same = measure(options, &a1, &a2, 0).await?;
-    a1.stop().await;
-    a2.stop().await;
+    a1.kill().await;
+    a2.kill().await;
 
     let cross = if options.same_region_only {
         None

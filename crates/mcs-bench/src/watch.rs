@@ -8,7 +8,6 @@
 //! The registry runs on the server CPUs, this process on the client CPUs.
 
 use crate::cpu;
-use crate::process::RegistryProcess;
 use crate::records::registration;
 use crate::report::{self, Stats, Table, f, ratio, verdict};
 use anyhow::{Context, bail, ensure};
@@ -96,12 +95,10 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
 
 async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     let long = ["--lease-duration-secs", "3600", "--heartbeat-interval-secs", "60"];
-    let registry =
-        RegistryProcess::start(&env.registry_bin, Some(&env.server_cpus), &long.map(str::to_owned))
-            .await?;
+    let registry = env.start_registry(Some(&env.server_cpus), &long.map(str::to_owned)).await?;
     let writer = reqwest::Client::builder().tcp_nodelay(true).build()?;
     let watcher = reqwest::Client::builder().tcp_nodelay(true).build()?;
-    let pools_url = format!("{}/v1/pools", registry.api());
+    let pools_url = format!("{}/v1/pools", registry.api_url());
     let pools = options.pools.max(1);
     for i in 0..pools {
         let reply = writer.post(&pools_url).json(&registration(i, 1, None)).send().await?;
@@ -119,7 +116,7 @@ async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         let workers = 1000 + w as u32;
         let pool_id = crate::records::pool_key(i).id().to_string();
         let mut watch = tokio::spawn(long_poll(watcher.clone(), watch_url.clone(), etag.clone()));
-        watchers_reach(&writer, registry.admin(), 1).await?;
+        watchers_reach(&writer, registry.admin_url(), 1).await?;
         let sent = Instant::now();
         let reply = writer.post(&pools_url).json(&registration(i, workers, None)).send().await?;
         let acked = Instant::now();
@@ -140,7 +137,7 @@ async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
             after_send.push(report::ms(woken.at - sent));
         }
     }
-    registry.stop().await;
+    registry.kill().await;
 
     let base = Stats::of(&write_ms).context("no samples")?;
     let mut table = Table::new(&[

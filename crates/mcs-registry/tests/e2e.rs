@@ -4,21 +4,18 @@
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
-mod support;
-
+use mcs_testkit::{RegistryProcess, dynamo, fixtures};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use support::RegistryProcess;
+
+/// The binary under test.
+const REGISTRY: &str = env!("CARGO_BIN_EXE_mcs-registry");
 
 fn pool(dgd: &str) -> Value {
-    json!({
-        "pool_key": {"cluster_id": "us-east-1a", "namespace": "llm", "dgd_name": dgd},
-        "model": "meta-llama/Llama-3.1-8B",
-        "location": {"region": "us-east-1"},
-        "capacity": {"workers": 2},
-        "relay_address": "10.0.1.7:9000",
-        "incarnation": format!("relay-{dgd}")
-    })
+    fixtures::with(
+        fixtures::pool("us-east-1a", dgd, 2),
+        json!({"incarnation": format!("relay-{dgd}")}),
+    )
 }
 
 fn pool_names(list: &Value) -> Vec<&str> {
@@ -37,9 +34,9 @@ async fn pools_expire_unless_renewed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_expire_unless_renewed_on_dynamodb() {
-    let Some(endpoint) = support::dynamo_endpoint() else { return };
-    let table = support::fresh_table(&endpoint, "expiry").await;
-    let args = support::dynamo_args(&endpoint, &table);
+    let Some(endpoint) = dynamo::dynamodb_endpoint() else { return };
+    let table = dynamo::fresh_table(&endpoint, "expiry").await;
+    let args = dynamo::registry_args(&endpoint, &table);
     pools_expire_unless_renewed_on(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
 }
 
@@ -56,7 +53,7 @@ async fn pools_expire_unless_renewed_on(storage_args: &[&str]) {
         "100",
     ];
     args.extend_from_slice(storage_args);
-    let registry = RegistryProcess::start(&args).await;
+    let registry = RegistryProcess::start(REGISTRY, &args).await;
     let http = reqwest::Client::new();
     let api = registry.api_url();
 
@@ -253,12 +250,7 @@ fn missing_credentials_are_named_and_retried_within_the_timeout() {
 /// Writes the schema item of `table` as a newer migrate would have.
 async fn stamp(endpoint: &str, table: &str, version: u32, compatible_from: Option<u32>) {
     use aws_sdk_dynamodb::types::AttributeValue;
-    let mut config = mcs_store::DynamoConfig::new(table);
-    config.region = Some("us-east-1".into());
-    config.endpoint = Some(endpoint.to_owned());
-    let store = mcs_store::DynamoStore::connect(config).await.unwrap();
-    let mut put = store
-        .client()
+    let mut put = dynamo::client(endpoint, dynamo::REGION)
         .put_item()
         .table_name(table)
         .item("pk", AttributeValue::S("META".into()))
@@ -276,12 +268,11 @@ async fn stamp(endpoint: &str, table: &str, version: u32, compatible_from: Optio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_one_additive_migration_ahead_is_served() {
     use mcs_store::dynamo::SCHEMA_VERSION;
-    let Some(endpoint) = support::dynamo_endpoint() else { return };
-    let additive = support::fresh_table(&endpoint, "ahead-additive").await;
+    let Some(endpoint) = dynamo::dynamodb_endpoint() else { return };
+    let additive = dynamo::fresh_table(&endpoint, "ahead-additive").await;
     stamp(&endpoint, &additive, SCHEMA_VERSION + 1, Some(SCHEMA_VERSION)).await;
-    let args = support::dynamo_args(&endpoint, &additive);
-    let registry =
-        RegistryProcess::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let args = dynamo::registry_args(&endpoint, &additive);
+    let registry = RegistryProcess::start(REGISTRY, &args).await;
     let http = reqwest::Client::new();
     let reply = http
         .post(format!("{}/v1/pools", registry.api_url()))
@@ -298,12 +289,10 @@ async fn a_table_one_additive_migration_ahead_is_served() {
     assert_eq!(reply.status(), 200);
     assert_eq!(registry.terminate().await, Some(0));
 
-    let breaking = support::fresh_table(&endpoint, "ahead-breaking").await;
+    let breaking = dynamo::fresh_table(&endpoint, "ahead-breaking").await;
     stamp(&endpoint, &breaking, SCHEMA_VERSION + 1, Some(SCHEMA_VERSION + 1)).await;
-    let args = support::dynamo_args(&endpoint, &breaking);
-    let registry =
-        RegistryProcess::start_listening(&args.iter().map(String::as_str).collect::<Vec<_>>())
-            .await;
+    let args = dynamo::registry_args(&endpoint, &breaking);
+    let registry = RegistryProcess::start_listening(REGISTRY, &args).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let readyz = http.get(format!("{}/readyz", registry.admin_url())).send().await.unwrap();
     assert_eq!(readyz.status(), 503, "not ready on a table it may misread");

@@ -5,11 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
-mod support;
-
+use mcs_testkit::RegistryProcess;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use support::RegistryProcess;
+
+/// The binary under test.
+const REGISTRY: &str = env!("CARGO_BIN_EXE_mcs-registry");
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -57,7 +58,7 @@ fn referenced(text: &str) -> BTreeSet<String> {
 /// A registry with some traffic behind it: a registration, a list, a watch,
 /// a withdrawal of an unknown pool; then its `/metrics`.
 async fn scrape() -> String {
-    let registry = RegistryProcess::start(&[]).await;
+    let registry = RegistryProcess::start(REGISTRY, &[] as &[&str]).await;
     let http = reqwest::Client::new();
     let api = registry.api_url();
     let pool = json!({

@@ -23,7 +23,7 @@
 
 use crate::registrar::Process;
 use crate::relay::Relay;
-use crate::world::{World, describe};
+use crate::world::{Acks, World, describe};
 use mcs_core::{Body, Key, Record, SectionKind, View};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -236,23 +236,44 @@ fn fingerprints(view: &View) -> Fingerprints {
     SectionKind::ALL.map(|section| (section.name(), section.fingerprint(view)))
 }
 
+/// What every view is compared with at quiescence: the keys, the replicas'
+/// winners, and the instants `T1` (leases live) and `T2` (past every lease;
+/// see the module docs).
+struct Quiescence {
+    keys: Vec<Key>,
+    expected: BTreeMap<Key, Record>,
+    t1: u64,
+    t2: u64,
+}
+
+impl Quiescence {
+    fn of(world: &World) -> Self {
+        let skew = world.params.skew_allowance_ms;
+        let t1 = world.t + world.params.max_offset_ms;
+        let keys: Vec<Key> = world.relays.iter().map(|r| r.key.clone()).collect();
+        let expected = keys
+            .iter()
+            .filter_map(|k| world.tables[0].merged(k, world.rules.merge).map(|r| (k.clone(), r)))
+            .collect();
+        let t2 = world.tables[0]
+            .items()
+            .filter_map(|(_, item)| item.record.lease_until_ms)
+            .map(|until| until + skew + 1)
+            .max()
+            .unwrap_or(t1)
+            .max(t1);
+        Self { keys, expected, t1, t2 }
+    }
+}
+
 /// Invariants 1–4 once everything is delivered and every view has read
-/// its whole replica (the replicas are already known to be equal).
+/// its whole replica (the replicas are already known to be equal). Each
+/// invariant is one function below; the order of the checks is the order
+/// of the violations reported.
 pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<(), Violation> {
     let skew = world.params.skew_allowance_ms;
-    let t1 = world.t + world.params.max_offset_ms;
-    let keys: Vec<Key> = world.relays.iter().map(|r| r.key.clone()).collect();
-    let expected: BTreeMap<&Key, Record> = keys
-        .iter()
-        .filter_map(|k| world.tables[0].merged(k, world.rules.merge).map(|r| (k, r)))
-        .collect();
-    let t2 = world.tables[0]
-        .items()
-        .filter_map(|(_, item)| item.record.lease_until_ms)
-        .map(|until| until + skew + 1)
-        .max()
-        .unwrap_or(t1)
-        .max(t1);
+    let q = Quiescence::of(world);
+    let (acks, relays) = (&world.acks, &world.relays);
     let mut processes: Vec<(usize, &mut Process)> = world
         .slots
         .iter_mut()
@@ -261,144 +282,177 @@ pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<()
         .collect();
 
     for (slot, p) in processes.iter_mut() {
-        p.view.advance(t1);
-        for key in &keys {
-            let held = p.merged.get(key);
-            if let Some(max) = world.acks.max.get(key) {
-                match held {
-                    None => {
-                        return violation(
-                            Invariant::NoLostWrite,
-                            format!(
-                                "registrar {slot} holds nothing for {key}; {max} was acknowledged"
-                            ),
-                        );
-                    }
-                    Some(r) if r.version < *max => {
-                        return violation(
-                            Invariant::NoLostWrite,
-                            format!(
-                                "registrar {slot} ends with {} for {key}; the acknowledged {max} is lost",
-                                describe(r)
-                            ),
-                        );
-                    }
-                    _ => {}
-                }
-            }
-            if let (Some(tombstone), Some(r)) = (world.acks.max_tombstone.get(key), held)
-                && !r.is_tombstone()
-                && r.version <= *tombstone
-            {
-                return violation(
-                    Invariant::NoResurrection,
-                    format!(
-                        "registrar {slot} ends with {} for {key}, withdrawn at the acknowledged {tombstone}",
-                        describe(r)
-                    ),
-                );
-            }
+        p.view.advance(q.t1);
+        for key in &q.keys {
+            no_lost_write(*slot, p, key, acks)?;
+            no_resurrection(*slot, p, key, acks)?;
         }
-        check_served(p, &world.relays, t1, skew, *slot)?;
-        for key in &keys {
-            let held = p.merged.get(key).map(|r| &r.version);
-            let max = world.acks.max.get(key);
-            if held != max {
-                return violation(
-                    Invariant::NoStaleServe,
-                    format!(
-                        "registrar {slot} ends with {held:?} for {key} but the newest acknowledged write is {max:?}"
-                    ),
-                );
-            }
+        check_served(p, relays, q.t1, skew, *slot)?;
+        for key in &q.keys {
+            newest_acknowledged_wins(*slot, p, key, acks)?;
         }
     }
-
-    // Compares every view's winners with the replicas', and (with
-    // `sections`) every view's section fingerprints with the first view's.
-    let compare = |processes: &[(usize, &mut Process)],
-                   at: &str,
-                   leases: bool,
-                   sections: bool|
-     -> Result<(), Violation> {
-        let Some((first_slot, first)) = processes.first() else {
-            return Ok(());
-        };
-        let reference = if sections { fingerprints(&first.view) } else { Default::default() };
-        for (slot, p) in processes {
-            for key in &keys {
-                let held = p.merged.get(key);
-                if !same_winner(held, expected.get(key), leases) || p.view.record(key) != held {
-                    return violation(
-                        Invariant::Converged,
-                        format!(
-                            "at {at}, registrar {slot} holds {} for {key} (its view: {}); the replicas' winner is {}",
-                            held.map_or("none".into(), describe),
-                            p.view.record(key).map_or("none".into(), describe),
-                            expected.get(key).map_or("none".into(), describe),
-                        ),
-                    );
-                }
-            }
-            if !sections {
-                continue;
-            }
-            same_sections(&reference, *first_slot, &p.view, *slot, at)?;
-            if p.view.pools().fingerprint() != p.view.pools().fingerprint_from_scratch() {
-                return violation(
-                    Invariant::Converged,
-                    format!(
-                        "at {at}, registrar {slot}'s incremental pools fingerprint differs from its items'"
-                    ),
-                );
-            }
-        }
-        Ok(())
-    };
-    compare(&processes, "T1 (leases live)", false, true)?;
+    converged(&processes, &q, "T1 (leases live)", false, true)?;
     if strict_leases {
-        // Sections change only at lease deadlines: comparing after each one
-        // compares what every view serves at every instant until T2.
-        while let Some(next) = processes.iter().filter_map(|(_, p)| p.view.next_deadline()).min() {
-            for (_, p) in processes.iter_mut() {
-                p.view.advance(next);
-            }
-            if let Some((first_slot, first)) = processes.first() {
-                let reference = fingerprints(&first.view);
-                let at = format!("{} ms past T1", next - t1);
-                for (slot, p) in &processes {
-                    same_sections(&reference, *first_slot, &p.view, *slot, &at)?;
-                }
-            }
-        }
+        same_sections_at_every_deadline(&mut processes, q.t1)?;
     }
     let view_only_images = processes
         .iter()
-        .flat_map(|(_, p)| keys.iter().filter(|k| p.merged.get(*k) != expected.get(*k)))
+        .flat_map(|(_, p)| q.keys.iter().filter(|k| p.merged.get(*k) != q.expected.get(*k)))
         .count();
     let live_pools = processes.first().map_or(0, |(_, p)| p.view.pools().len());
-
     for (slot, p) in processes.iter_mut() {
-        p.view.advance(t2);
-        if !p.view.pools().is_empty() {
-            return violation(
-                Invariant::NoStaleServe,
-                format!(
-                    "registrar {slot} still serves {} pools past every lease",
-                    p.view.pools().len()
-                ),
-            );
-        }
+        p.view.advance(q.t2);
+        nothing_served_past_every_lease(*slot, p)?;
     }
     // Every view serves nothing at T2 (checked just above), so equal section
     // fingerprints there would prove nothing: T2 compares the winners, which
     // are now only tombstones and expired records.
-    compare(&processes, "T2 (past every lease)", strict_leases, false)?;
+    converged(&processes, &q, "T2 (past every lease)", strict_leases, false)?;
 
-    world.stats.views_compared += processes.len() as u64;
+    let views = processes.len() as u64;
+    world.stats.views_compared += views;
     world.stats.view_only_images += view_only_images as u64;
-    world.stats.keys_compared += expected.len() as u64;
+    world.stats.keys_compared += q.expected.len() as u64;
     world.stats.live_pools_compared += live_pools as u64;
-    world.stats.final_tombstones += expected.values().filter(|r| r.is_tombstone()).count() as u64;
+    world.stats.final_tombstones += q.expected.values().filter(|r| r.is_tombstone()).count() as u64;
+    Ok(())
+}
+
+/// Invariant 2: the view of `slot` holds `key` at least as new as its
+/// newest acknowledged write.
+fn no_lost_write(slot: usize, p: &Process, key: &Key, acks: &Acks) -> Result<(), Violation> {
+    let Some(max) = acks.max.get(key) else { return Ok(()) };
+    match p.merged.get(key) {
+        None => violation(
+            Invariant::NoLostWrite,
+            format!("registrar {slot} holds nothing for {key}; {max} was acknowledged"),
+        ),
+        Some(r) if r.version < *max => violation(
+            Invariant::NoLostWrite,
+            format!(
+                "registrar {slot} ends with {} for {key}; the acknowledged {max} is lost",
+                describe(r)
+            ),
+        ),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Invariant 3: after an acknowledged withdrawal of `key`, the view of
+/// `slot` ends with a tombstone or a newer version.
+fn no_resurrection(slot: usize, p: &Process, key: &Key, acks: &Acks) -> Result<(), Violation> {
+    if let (Some(tombstone), Some(r)) = (acks.max_tombstone.get(key), p.merged.get(key))
+        && !r.is_tombstone()
+        && r.version <= *tombstone
+    {
+        return violation(
+            Invariant::NoResurrection,
+            format!(
+                "registrar {slot} ends with {} for {key}, withdrawn at the acknowledged {tombstone}",
+                describe(r)
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Invariant 4 at quiescence: the winner of `key` in the view of `slot` is
+/// exactly the newest acknowledged write.
+fn newest_acknowledged_wins(
+    slot: usize,
+    p: &Process,
+    key: &Key,
+    acks: &Acks,
+) -> Result<(), Violation> {
+    let held = p.merged.get(key).map(|r| &r.version);
+    let max = acks.max.get(key);
+    if held == max {
+        return Ok(());
+    }
+    violation(
+        Invariant::NoStaleServe,
+        format!(
+            "registrar {slot} ends with {held:?} for {key} but the newest acknowledged write is {max:?}"
+        ),
+    )
+}
+
+/// Invariant 4 past every lease: the view of `slot` serves no pool.
+fn nothing_served_past_every_lease(slot: usize, p: &Process) -> Result<(), Violation> {
+    if p.view.pools().is_empty() {
+        return Ok(());
+    }
+    violation(
+        Invariant::NoStaleServe,
+        format!("registrar {slot} still serves {} pools past every lease", p.view.pools().len()),
+    )
+}
+
+/// Invariant 1 at `at`: every view's winners are the replicas' (with
+/// `leases`, lease included), and (with `sections`) every view serves the
+/// first view's section fingerprints, its incremental pools fingerprint
+/// equal to one computed from its items.
+fn converged(
+    processes: &[(usize, &mut Process)],
+    q: &Quiescence,
+    at: &str,
+    leases: bool,
+    sections: bool,
+) -> Result<(), Violation> {
+    let Some((first_slot, first)) = processes.first() else {
+        return Ok(());
+    };
+    let reference = if sections { fingerprints(&first.view) } else { Default::default() };
+    for (slot, p) in processes {
+        for key in &q.keys {
+            let held = p.merged.get(key);
+            if !same_winner(held, q.expected.get(key), leases) || p.view.record(key) != held {
+                return violation(
+                    Invariant::Converged,
+                    format!(
+                        "at {at}, registrar {slot} holds {} for {key} (its view: {}); the replicas' winner is {}",
+                        held.map_or("none".into(), describe),
+                        p.view.record(key).map_or("none".into(), describe),
+                        q.expected.get(key).map_or("none".into(), describe),
+                    ),
+                );
+            }
+        }
+        if !sections {
+            continue;
+        }
+        same_sections(&reference, *first_slot, &p.view, *slot, at)?;
+        if p.view.pools().fingerprint() != p.view.pools().fingerprint_from_scratch() {
+            return violation(
+                Invariant::Converged,
+                format!(
+                    "at {at}, registrar {slot}'s incremental pools fingerprint differs from its items'"
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 1 with `strict_leases`, between `T1` and `T2`: sections change
+/// only at lease deadlines, so comparing them after each deadline compares
+/// what every view serves at every instant.
+fn same_sections_at_every_deadline(
+    processes: &mut [(usize, &mut Process)],
+    t1: u64,
+) -> Result<(), Violation> {
+    while let Some(next) = processes.iter().filter_map(|(_, p)| p.view.next_deadline()).min() {
+        for (_, p) in processes.iter_mut() {
+            p.view.advance(next);
+        }
+        if let Some((first_slot, first)) = processes.first() {
+            let reference = fingerprints(&first.view);
+            let at = format!("{} ms past T1", next - t1);
+            for (slot, p) in processes.iter() {
+                same_sections(&reference, *first_slot, &p.view, *slot, &at)?;
+            }
+        }
+    }
     Ok(())
 }

@@ -248,23 +248,44 @@ pub async fn an_item_over_the_size_limit_is_refused_naming_its_field(store: Arc<
 /// The variable that names the DynamoDB API of the tests.
 pub const ENDPOINT_ENV: &str = "MCS_TEST_DYNAMODB_ENDPOINT";
 
+/// The variable that makes a missing endpoint fail the DynamoDB tests
+/// instead of skipping them: `scripts/test` (and so CI) sets it to `true`;
+/// `CI=true` has the same effect.
+pub const REQUIRE_ENV: &str = "MCS_TEST_REQUIRE_DYNAMODB";
+
 /// The DynamoDB endpoint of the tests (`scripts/with-moto.sh` sets it), or
-/// `None` after a notice when a test should skip; under `CI=true` a missing
-/// endpoint fails the test instead. Every test tree that needs DynamoDB
-/// uses this one rule.
+/// `None` when a test should skip. Every test tree that needs DynamoDB
+/// uses this one rule:
+///
+/// - set: the test runs against it;
+/// - unset under `scripts/test` or CI (`MCS_TEST_REQUIRE_DYNAMODB=true` or
+///   `CI=true`): the test fails;
+/// - unset otherwise (a plain `cargo test`): the test skips, after a notice
+///   written to the terminal even when the harness captures test output
+///   (once per test binary).
 pub fn dynamodb_endpoint() -> Option<String> {
     match std::env::var(ENDPOINT_ENV) {
         Ok(e) if !e.trim().is_empty() => Some(e),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
-            "{ENDPOINT_ENV} is not set but CI=true: the DynamoDB tests must run in CI; \
-             run them through scripts/with-moto.sh"
+        _ if is_true(REQUIRE_ENV) || is_true("CI") => panic!(
+            "{ENDPOINT_ENV} is not set but the DynamoDB tests are required \
+             ({REQUIRE_ENV}=true or CI=true): run them through scripts/with-moto.sh"
         ),
         _ => {
-            eprintln!(
-                "notice: {ENDPOINT_ENV} is not set, skipping this DynamoDB test \
-                 (run it with scripts/with-moto.sh)"
-            );
+            static NOTICE: std::sync::Once = std::sync::Once::new();
+            NOTICE.call_once(|| {
+                // Straight to stderr: the test harness captures `eprintln!`.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "notice: {ENDPOINT_ENV} is not set: the DynamoDB tests of this binary SKIP \
+                     (run them with scripts/with-moto.sh, or scripts/test)"
+                );
+            });
             None
         }
     }
+}
+
+fn is_true(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "true")
 }

@@ -4,52 +4,31 @@
 //! retries.
 //!
 //! The endpoint comes from `MCS_TEST_DYNAMODB_ENDPOINT`, which
-//! `scripts/with-moto.sh` sets. Unset, each test prints a notice and passes
-//! without running, except under `CI=true`, where it fails. Every test
+//! `scripts/with-moto.sh` sets. Unset, each test skips after a notice,
+//! except where the DynamoDB tests are required (`scripts/test`, CI), where
+//! it fails (`mcs_store::testsuite::dynamodb_endpoint`). Every test
 //! migrates a table of its own, so tests are isolated on one server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "dynamo/recorder.rs"]
-mod recorder;
 #[path = "dynamo/throttle_proxy.rs"]
 mod throttle_proxy;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_dynamodb::types::{AttributeValue, StreamViewType, TimeToLiveStatus};
 use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool_key, port};
 use mcs_core::{Key, Record};
 use mcs_store::dynamo::{SCHEMA_VERSION, migrate};
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
-use recorder::MemoryRecorder;
+use mcs_testkit::dynamo::{REGION, dynamodb_endpoint as endpoint, unique_table};
+use mcs_testkit::metrics::MemoryRecorder;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 use throttle_proxy::ThrottleProxy;
 
-use mcs_store::testsuite::dynamodb_endpoint as endpoint;
-
-async fn sdk_config(endpoint: Option<&str>) -> SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"));
-    if let Some(endpoint) = endpoint {
-        loader = loader.endpoint_url(endpoint);
-    }
-    loader.load().await
-}
-
-/// A table name no other test (or earlier run on the same server) uses.
-fn unique_table(name: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!(
-        "mcs-test-{name}-{}-{nanos}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
+async fn sdk_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    mcs_testkit::dynamo::sdk_config(endpoint, REGION).await
 }
 
 /// A store on a freshly migrated table of its own, with test-speed retries.

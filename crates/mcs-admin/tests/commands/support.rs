@@ -4,11 +4,11 @@
 //! real time, and runs of the built `mcs-admin` binary.
 //!
 //! Without an endpoint each test prints a notice and passes without running,
-//! except under `CI=true`, where it fails.
+//! except where the DynamoDB tests are required (`scripts/test`, CI), where
+//! it fails.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::Credentials;
 use mcs_api::{ExportKey, HostPort, RouterId, RouterReplica};
 use mcs_core::fixtures::{label, mk_export_spec, pool, pool_key, port};
 use mcs_core::{Body, Key, Record, Version};
@@ -16,7 +16,6 @@ use mcs_store::dynamo::migrate;
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store};
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The region fixtures live in.
@@ -36,24 +35,10 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-/// A table name no other test (or earlier run on the same server) uses.
-pub fn unique_table(name: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!(
-        "mcs-admin-{name}-{}-{nanos}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
+pub use mcs_testkit::dynamo::unique_table;
 
 async fn sdk_config(endpoint: &str, region: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(region.to_owned()))
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .endpoint_url(endpoint)
-        .load()
-        .await
+    mcs_testkit::dynamo::sdk_config(Some(endpoint), region).await
 }
 
 /// What a run of the binary printed and how it exited.

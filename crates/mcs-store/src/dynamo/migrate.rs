@@ -898,24 +898,16 @@ mod tests {
         assert!(declared.attribute_definitions.iter().any(|a| a.attribute_name() == "shard"));
     }
 
-    /// Against moto (skipped without one, failing under CI=true): a
+    /// Against moto (skipped without one, failing where required): a
     /// synthetic additive migration N+1 applied by a binary that knows it
     /// leaves a table that a binary of N still accepts.
     #[tokio::test]
     async fn an_additive_migration_leaves_the_table_usable_by_the_version_before() {
+        use mcs_testkit::dynamo;
         let Some(endpoint) = crate::testsuite::dynamodb_endpoint() else { return };
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "static",
-            ))
-            .endpoint_url(&endpoint)
-            .load()
-            .await;
-        let client = Client::new(&sdk);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-        let target =
-            Target::new(&format!("mcs-unit-additive-{nanos}"), "us-east-1", Some(&endpoint));
+        let client = dynamo::client(&endpoint, dynamo::REGION);
+        let table = dynamo::unique_table("unit-additive");
+        let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
         let n = SCHEMA_VERSION;
         run(&client, &target, &migrations().unwrap()).await.unwrap();
         let next = run(&client, &target, &with_synthetic(&[true])).await.unwrap();

@@ -20,14 +20,13 @@
 //! race with a newer one (reordering, redelivery) never overwrites it: last
 //! writer wins per item, as in a global table. Since the outcome does not
 //! depend on the order of application, a link applies up to
-//! [`MAX_IN_FLIGHT`] deliveries at once.
+//! `MAX_IN_FLIGHT` deliveries at once.
 //!
 //! Faults ([`Faults`]): per-link delay, jitter (deliveries overtake each
 //! other), shuffled batches, loss with redelivery, held links, partitions
 //! and a full stall. Random choices come from a seeded generator per link,
 //! so a schedule's decisions repeat for a given seed (not its timing).
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodbstreams::types::{
@@ -61,28 +60,13 @@ const MAX_LOSSES: u32 = 8;
 /// Wait before retrying a delivery that failed (not refused) at the target.
 const RETRY_AFTER: Duration = Duration::from_millis(50);
 
-/// A DynamoDB client for `region` of the server at `endpoint`.
-pub fn dynamodb_client(endpoint: &str, region: &str) -> aws_sdk_dynamodb::Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(region.to_owned()))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("test", "test", None, None, "static"))
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
-}
+use crate::dynamo::{client as dynamodb_client, streams_client};
 
-/// A DynamoDB Streams client for `region` of the server at `endpoint`.
-pub fn streams_client(endpoint: &str, region: &str) -> aws_sdk_dynamodbstreams::Client {
-    use aws_sdk_dynamodbstreams::config as c;
-    let config = aws_sdk_dynamodbstreams::Config::builder()
-        .behavior_version(c::BehaviorVersion::latest())
-        .region(c::Region::new(region.to_owned()))
-        .endpoint_url(endpoint)
-        .credentials_provider(c::Credentials::new("test", "test", None, None, "static"))
-        .build();
-    aws_sdk_dynamodbstreams::Client::from_conf(config)
-}
+mod link;
+mod stream;
+
+use link::deliver;
+use stream::{open_stream, tail};
 
 /// The faults of one link (an ordered pair of regions).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -409,293 +393,16 @@ impl Replicator {
     }
 }
 
-/// One shard's reading position.
-#[derive(Debug)]
-struct ShardCursor {
-    iterator: Option<String>,
-}
-
-/// A region's stream, opened at TRIM_HORIZON on every shard.
-#[derive(Debug)]
-struct OpenStream {
-    client: aws_sdk_dynamodbstreams::Client,
-    region: String,
-    shards: Vec<ShardCursor>,
-}
-
-async fn open_stream(endpoint: &str, table: &str, region: &str) -> OpenStream {
-    let described = dynamodb_client(endpoint, region)
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("describe table {table} in {region}: {e:?}"));
-    let arn = described
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .unwrap_or_else(|| panic!("table {table} in {region} has no stream"))
-        .to_owned();
-    let client = streams_client(endpoint, region);
-    let stream = client
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("describe stream {arn}: {e:?}"));
-    let mut shards = Vec::new();
-    for shard in stream.stream_description().map(|d| d.shards()).unwrap_or_default() {
-        let shard_id = shard.shard_id().unwrap_or_default();
-        let iterator = client
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard_id)
-            .shard_iterator_type(ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("shard iterator of {shard_id} in {region}: {e:?}"));
-        shards.push(ShardCursor { iterator: iterator.shard_iterator });
-    }
-    assert!(!shards.is_empty(), "the stream of {table} in {region} has no shard");
-    OpenStream { client, region: region.to_owned(), shards }
-}
-
-/// Reads `stream` for ever, handing its region's own images to the links
-/// out of it.
-async fn tail(shared: Arc<Shared>, region: String, mut stream: OpenStream) {
-    let (shortest, longest) = POLL_INTERVAL;
-    let mut wait = shortest;
-    loop {
-        let mut found = 0usize;
-        for shard in &mut stream.shards {
-            let Some(iterator) = shard.iterator.clone() else { continue };
-            let out = match stream.client.get_records().shard_iterator(iterator).send().await {
-                Ok(out) => out,
-                Err(e) => {
-                    eprintln!("replicator: get_records in {}: {e:?}", stream.region);
-                    tokio::time::sleep(RETRY_AFTER).await;
-                    continue;
-                }
-            };
-            // A closed shard (never on moto) has no next iterator.
-            shard.iterator = out.next_shard_iterator;
-            let records = out.records.unwrap_or_default();
-            found += records.len();
-            for record in records {
-                route(&shared, &region, record);
-            }
-        }
-        if found == 0 {
-            shared.empty_rounds[&region].fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(longest);
-        } else if found < 1_000 {
-            wait = shortest;
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
-/// Sends one stream record of `region` on, or counts why not.
-fn route(shared: &Shared, region: &str, record: aws_sdk_dynamodbstreams::types::Record) {
-    let c = &shared.counters;
-    match record.event_name {
-        Some(OperationType::Insert | OperationType::Modify) => {}
-        Some(OperationType::Remove) => {
-            c.removes.fetch_add(1, Ordering::SeqCst);
-            return;
-        }
-        other => panic!("unexpected stream event {other:?}"),
-    }
-    let image = record.dynamodb.and_then(|d| d.new_image).expect("INSERT/MODIFY has a new image");
-    let item: raw::Item = image.into_iter().map(|(k, v)| (k, convert(v))).collect();
-    match raw::origin_of(&item) {
-        // Items replicated into this region: sending them on would loop.
-        Some(origin) if origin != region => {
-            c.foreign.fetch_add(1, Ordering::SeqCst);
-            return;
-        }
-        Some(_) => {}
-        // The schema item: each region migrates its own.
-        None => return,
-    }
-    c.read.fetch_add(1, Ordering::SeqCst);
-    let now = Instant::now();
-    for link in shared.links.iter().filter(|l| l.from == region) {
-        let seq = shared.sequence.fetch_add(1, Ordering::SeqCst);
-        shared.pending.fetch_add(1, Ordering::SeqCst);
-        let mut state = link.lock();
-        let extra = state.faults.jitter;
-        let due = now + state.faults.delay + state.rng.up_to(extra);
-        state.queue.insert((due, seq), Delivery { item: item.clone(), losses: 0 });
-        drop(state);
-        link.wake.notify_one();
-    }
-}
-
-/// Applies the deliveries of `link` to `target` as they fall due, unless
-/// the link is held or cut.
-async fn deliver(shared: Arc<Shared>, link: Arc<Link>, target: aws_sdk_dynamodb::Client) {
-    loop {
-        let (mut batch, wait) = {
-            let mut state = link.lock();
-            let now = Instant::now();
-            if state.faults.held || shared.cut(&link.from, &link.to) || state.queue.is_empty() {
-                (Vec::new(), None)
-            } else {
-                let later = state.queue.split_off(&(now, u64::MAX));
-                let due = std::mem::replace(&mut state.queue, later);
-                let wait = state.queue.keys().next().map(|(t, _)| *t);
-                (due.into_iter().collect::<Vec<_>>(), wait)
-            }
-        };
-        if batch.is_empty() {
-            match wait {
-                Some(at) => {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(at) => {}
-                        _ = link.wake.notified() => {}
-                    }
-                }
-                None => link.wake.notified().await,
-            }
-            continue;
-        }
-        let (loss, redeliver_after) = {
-            let mut state = link.lock();
-            if state.faults.shuffle {
-                state.rng.shuffle(&mut batch);
-            }
-            (state.faults.loss, state.faults.redeliver_after)
-        };
-        let mut in_flight = JoinSet::new();
-        for ((_, seq), mut delivery) in batch {
-            let lost = loss > 0.0 && delivery.losses < MAX_LOSSES && link.lock().rng.unit() < loss;
-            if lost {
-                shared.counters.lost.fetch_add(1, Ordering::SeqCst);
-                delivery.losses += 1;
-                link.lock().queue.insert((Instant::now() + redeliver_after, seq), delivery);
-                continue;
-            }
-            while in_flight.len() >= MAX_IN_FLIGHT {
-                if let Some(done) = in_flight.join_next().await {
-                    settle(&shared, &link, done.expect("a delivery does not panic"));
-                }
-            }
-            let (target, table) = (target.clone(), shared.table.clone());
-            in_flight.spawn(async move {
-                let outcome = put_if_newer(&target, &table, &delivery.item).await;
-                (seq, delivery, outcome)
-            });
-        }
-        while let Some(done) = in_flight.join_next().await {
-            settle(&shared, &link, done.expect("a delivery does not panic"));
-        }
-    }
-}
-
-/// Counts a finished delivery, or queues it again when it failed.
-fn settle(
-    shared: &Shared,
-    link: &Link,
-    (seq, delivery, outcome): (u64, Delivery, Result<bool, String>),
-) {
-    match outcome {
-        Ok(applied) => {
-            let c = &shared.counters;
-            let counter = if applied { &c.applied } else { &c.superseded };
-            counter.fetch_add(1, Ordering::SeqCst);
-            shared.pending.fetch_sub(1, Ordering::SeqCst);
-        }
-        Err(e) => {
-            eprintln!("replicator: put into {}: {e}", link.to);
-            shared.counters.errors.fetch_add(1, Ordering::SeqCst);
-            link.lock().queue.insert((Instant::now() + RETRY_AFTER, seq), delivery);
-        }
-    }
-}
-
-/// Writes `item` unless the target holds a copy at least as new in the
-/// order of `Record::supersedes`: `(gen, writer)`, then lease end, then
-/// `changed_at_ms`. One region writes each item and its conditional writes
-/// only move forward in that order, so this is the item's commit order —
-/// what DynamoDB's replication preserves for an item one region writes.
-/// (Ordering by `changed_at_ms` first is not: two registrars of one region
-/// with skewed clocks write the same item; mcs-sim found a replica going
-/// back to an older generation that way.)
-async fn put_if_newer(
-    target: &aws_sdk_dynamodb::Client,
-    table: &str,
-    item: &raw::Item,
-) -> Result<bool, String> {
-    let attr = |name: &str| item.get(name).cloned().ok_or_else(|| format!("item lacks {name}"));
-    let lease = item.get(raw::LEASE_UNTIL_MS).cloned();
-    let same_version_later = if lease.is_some() {
-        "(attribute_not_exists(#l) OR #l < :l OR (#l = :l AND #c < :c))"
-    } else {
-        "(attribute_not_exists(#l) AND #c < :c)"
-    };
-    let mut put = target
-        .put_item()
-        .table_name(table)
-        .set_item(Some(item.clone()))
-        .condition_expression(format!(
-            "attribute_not_exists(#pk) OR #g < :g OR (#g = :g AND \
-             (#w < :w OR (#w = :w AND {same_version_later})))"
-        ))
-        .expression_attribute_names("#pk", raw::PK)
-        .expression_attribute_names("#c", raw::CHANGED_AT_MS)
-        .expression_attribute_names("#g", raw::GEN)
-        .expression_attribute_names("#w", raw::WRITER)
-        .expression_attribute_names("#l", raw::LEASE_UNTIL_MS)
-        .expression_attribute_values(":c", attr(raw::CHANGED_AT_MS)?)
-        .expression_attribute_values(":g", attr(raw::GEN)?)
-        .expression_attribute_values(":w", attr(raw::WRITER)?);
-    if let Some(lease) = lease {
-        put = put.expression_attribute_values(":l", lease);
-    }
-    let result = put.send().await;
-    match result {
-        Ok(_) => Ok(true),
-        Err(e)
-            if matches!(
-                e.as_service_error(),
-                Some(PutItemError::ConditionalCheckFailedException(_))
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(format!("{e:?}")),
-    }
-}
-
-/// A stream image's value as the DynamoDB API takes it.
-fn convert(value: StreamValue) -> AttributeValue {
-    match value {
-        StreamValue::S(s) => AttributeValue::S(s),
-        StreamValue::N(n) => AttributeValue::N(n),
-        StreamValue::B(b) => AttributeValue::B(b),
-        StreamValue::Bool(b) => AttributeValue::Bool(b),
-        StreamValue::Null(b) => AttributeValue::Null(b),
-        StreamValue::Ss(v) => AttributeValue::Ss(v),
-        StreamValue::Ns(v) => AttributeValue::Ns(v),
-        StreamValue::Bs(v) => AttributeValue::Bs(v),
-        StreamValue::L(v) => AttributeValue::L(v.into_iter().map(convert).collect()),
-        StreamValue::M(m) => {
-            AttributeValue::M(m.into_iter().map(|(k, v)| (k, convert(v))).collect())
-        }
-        other => panic!("unknown attribute value in a stream image: {other:?}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::link::put_if_newer;
     use super::*;
 
     #[tokio::test]
     async fn an_older_copy_never_overwrites_a_newer_one() {
-        let Some(endpoint) = crate::support::dynamo_endpoint() else { return };
+        let Some(endpoint) = crate::dynamo::dynamodb_endpoint() else { return };
         let region = "eu-west-1";
-        let table = crate::harness::create_table(&endpoint, "lww", &[region]).await;
+        let table = super::super::create_table(&endpoint, "lww", &[region]).await;
         let client = dynamodb_client(&endpoint, region);
         let copy = |changed: u64, generation: u64, writer: &str, note: &str| -> raw::Item {
             let n = |v: u64| AttributeValue::N(v.to_string());

@@ -12,14 +12,20 @@
 //! Scenarios run one at a time (a process-wide lock): moto_server answers
 //! one request at a time and every registry polls it.
 
-use crate::replicator::{self, Faults, Replicator};
-use crate::support::{self, RegistryProcess};
+pub mod replicator;
+
+pub use replicator::{Faults, LinkFaults, Replicator};
+
+use crate::{RegistryProcess, dynamo};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+pub use crate::eventually;
 
 /// The list sections, in the order of [`MultiRegion::snapshot`].
 pub const SECTIONS: [&str; 5] = ["pools", "routers", "clusters", "exports", "imports"];
@@ -66,7 +72,9 @@ impl Snapshot {
 }
 
 /// The regions, their tables and registries, and the replicator.
+#[derive(Debug)]
 pub struct MultiRegion {
+    bin: PathBuf,
     endpoint: String,
     table: String,
     regions: Vec<String>,
@@ -80,16 +88,17 @@ pub struct MultiRegion {
 
 impl MultiRegion {
     /// Creates table `name` in each of `regions`, starts the replicator
-    /// (seeded with `seed`) and a registry per region with the fast flags,
-    /// overridden or extended by `flags`. `None` (after a notice) without
-    /// a DynamoDB endpoint.
+    /// (seeded with `seed`) and a registry (the binary at `bin`) per region
+    /// with the fast flags, overridden or extended by `flags`. `None`
+    /// (after a notice) without a DynamoDB endpoint.
     pub async fn start(
+        bin: impl AsRef<Path>,
         name: &str,
         regions: &[&str],
         flags: &[(&str, &str)],
         seed: u64,
     ) -> Option<Self> {
-        let endpoint = support::dynamo_endpoint()?;
+        let endpoint = dynamo::dynamodb_endpoint()?;
         let serial = SERIAL.lock().await;
         let table = create_table(&endpoint, name, regions).await;
         let replicator = Replicator::start(&endpoint, &table, regions, seed).await;
@@ -102,6 +111,7 @@ impl MultiRegion {
             }
         }
         let mut world = Self {
+            bin: bin.as_ref().to_path_buf(),
             endpoint,
             table,
             regions: regions.iter().map(|r| (*r).to_owned()).collect(),
@@ -134,16 +144,12 @@ impl MultiRegion {
     }
 
     async fn launch_as(&mut self, name: &str, region: &str, writer: String) {
-        let mut args = support::dynamo_args(&self.endpoint, &self.table);
-        // dynamo_args names us-east-1: point it at this region.
-        let at = args.iter().position(|a| a == "--region").expect("--region") + 1;
-        args[at] = region.to_owned();
+        let mut args = dynamo::registry_args_in(&self.endpoint, region, &self.table);
         args.extend(["--writer-id".to_owned(), writer]);
         for (flag, value) in &self.flags {
             args.extend([flag.clone(), value.clone()]);
         }
-        let process =
-            RegistryProcess::start(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+        let process = RegistryProcess::start(&self.bin, &args).await;
         self.registries.insert(name.to_owned(), process);
     }
 
@@ -154,7 +160,7 @@ impl MultiRegion {
 
     /// A DynamoDB client for `region`'s table.
     pub fn dynamodb(&self, region: &str) -> aws_sdk_dynamodb::Client {
-        replicator::dynamodb_client(&self.endpoint, region)
+        dynamo::client(&self.endpoint, region)
     }
 
     /// The replicator.
@@ -293,16 +299,9 @@ impl MultiRegion {
 /// Creates and migrates a table of its own, named after `name`, in each of
 /// `regions` at `endpoint`; its name.
 pub async fn create_table(endpoint: &str, name: &str, regions: &[&str]) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_nanos();
-    let table = format!("mcs-mr-{name}-{}-{nanos}", std::process::id());
+    let table = dynamo::unique_table(&format!("mr-{name}"));
     for region in regions {
-        let client = replicator::dynamodb_client(endpoint, region);
-        mcs_store::dynamo::migrate(&client, &table)
-            .await
-            .unwrap_or_else(|e| panic!("migrating {table} in {region}: {e}"));
+        dynamo::migrate_table_in(endpoint, region, &table).await;
     }
     table
 }
@@ -360,21 +359,4 @@ pub async fn send(
         serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{method} {url}: {e}"))
     };
     (status, value)
-}
-
-/// Polls `check` every 20 ms until it holds; how long that took, or a panic
-/// naming `what` after `within`.
-pub async fn eventually<F: AsyncFnMut() -> bool>(
-    within: Duration,
-    what: &str,
-    mut check: F,
-) -> Duration {
-    let started = Instant::now();
-    loop {
-        if check().await {
-            return started.elapsed();
-        }
-        assert!(started.elapsed() < within, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -1,5 +1,6 @@
 //! A hand-written `metrics` recorder that keeps every counter and histogram
-//! sample in memory, keyed `name{label=value,…}`, for assertions.
+//! sample in memory, keyed `name{label=value,…}`: for the assertions of
+//! tests, and for what `mcs-bench poll-cost` shows the store reported.
 
 use metrics::{
     Counter, CounterFn, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder,
@@ -26,18 +27,24 @@ impl CounterFn for Series {
 
 impl HistogramFn for Series {
     fn record(&self, value: f64) {
-        self.samples.lock().unwrap().push(value);
+        self.count.fetch_add(1, Ordering::SeqCst);
+        lock(&self.samples).push(value);
     }
 }
 
-/// The process-wide recorder of this test binary.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The process-wide recorder of a test binary (or of `mcs-bench`).
 #[derive(Debug, Default)]
 pub struct MemoryRecorder {
     series: Mutex<HashMap<String, Arc<Series>>>,
 }
 
 impl MemoryRecorder {
-    /// Installs the recorder once per test binary and returns it.
+    /// Installs the recorder once per process and returns it; panics when
+    /// another recorder is installed.
     pub fn global() -> &'static MemoryRecorder {
         static RECORDER: OnceLock<&'static MemoryRecorder> = OnceLock::new();
         RECORDER.get_or_init(|| {
@@ -51,21 +58,18 @@ impl MemoryRecorder {
         let labels: Vec<String> =
             key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
         let id = format!("{}{{{}}}", key.name(), labels.join(","));
-        self.series.lock().unwrap().entry(id).or_default().clone()
+        lock(&self.series).entry(id).or_default().clone()
     }
 
-    /// The counter `id` (`name{label=value,…}`), 0 if never incremented.
+    /// The counter `id` (`name{label=value,…}`), or the number of samples
+    /// of histogram `id`; 0 if never recorded.
     pub fn counter(&self, id: &str) -> u64 {
-        self.series.lock().unwrap().get(id).map_or(0, |s| s.count.load(Ordering::SeqCst))
+        lock(&self.series).get(id).map_or(0, |s| s.count.load(Ordering::SeqCst))
     }
 
     /// The samples of histogram `id`.
     pub fn samples(&self, id: &str) -> Vec<f64> {
-        self.series
-            .lock()
-            .unwrap()
-            .get(id)
-            .map_or_else(Vec::new, |s| s.samples.lock().unwrap().clone())
+        lock(&self.series).get(id).map_or_else(Vec::new, |s| lock(&s.samples).clone())
     }
 }
 

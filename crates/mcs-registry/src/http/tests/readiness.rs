@@ -1,0 +1,78 @@
+//! Readiness and storage outages: 503 while storage is down, recovery,
+//! the first full read, staleness.
+
+use super::*;
+
+#[tokio::test]
+async fn storage_outage_answers_503_and_recovers() {
+    let mut h = harness().await;
+    h.send(Method::POST, "/v1/pools", pool("a")).await;
+    h.store.set_unavailable(true);
+    let refused = h.send(Method::POST, "/v1/pools", pool("b")).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.body["error"], json!("unavailable"));
+    assert_eq!(refused.headers["retry-after"], "1");
+    // Reads keep serving the last view; it turns incomplete once stale.
+    h.clock.advance(31_000);
+    h.registry.reader.poll_once().await;
+    let list = h.get("/v1/pools").await;
+    assert_eq!(list.status, StatusCode::OK);
+    assert_eq!(list.body["complete"], json!(false));
+    h.store.set_unavailable(false);
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(true));
+    assert_eq!(h.send(Method::POST, "/v1/pools", pool("b")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn readiness_waits_for_the_first_full_read() {
+    let mut h = unready_harness();
+    assert_eq!(h.get("/readyz").await.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(false));
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
+    assert_eq!(h.get("/v1/pools").await.body["complete"], json!(true));
+}
+
+/// Issue 14, defect 6: readiness as docs/operations.md (Probes) defines it.
+/// With storage down, a ready registry stays ready by default (its stale
+/// view is worth serving), and says how stale it is.
+#[tokio::test]
+async fn readiness_reports_staleness_and_survives_a_storage_outage_by_default() {
+    let mut h = harness().await;
+    let ready = h.get("/readyz").await;
+    assert_eq!(ready.status, StatusCode::OK);
+    assert_eq!(ready.body["complete"], json!(true));
+    assert_eq!(ready.body["holding_expiries"], json!(false));
+    assert_eq!(ready.body["last_poll_age_ms"], json!(0));
+    h.store.set_unavailable(true);
+    h.clock.advance(31_000);
+    h.registry.reader.poll_once().await;
+    let stale = h.get("/readyz").await;
+    assert_eq!(stale.status, StatusCode::OK, "a stale view is still served");
+    assert_eq!(stale.body["complete"], json!(false));
+    assert_eq!(stale.body["last_poll_age_ms"], json!(31_000));
+    h.clock.advance(3_600_000);
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK, "no bound by default");
+}
+
+/// With `--ready-max-staleness-secs`, a registry whose last successful poll
+/// is older than the bound leaves the load balancer, and comes back with
+/// the next successful poll.
+#[tokio::test]
+async fn readiness_with_a_staleness_bound_follows_storage() {
+    let mut h = unready_harness_with(&["--ready-max-staleness-secs", "40"]);
+    h.registry.reader.poll_once().await;
+    h.store.set_unavailable(true);
+    h.clock.advance(40_000);
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK, "at the bound: still ready");
+    h.clock.advance(1);
+    let out = h.get("/readyz").await;
+    assert_eq!(out.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(out.body["error"], json!("unavailable"));
+    assert!(out.body["message"].as_str().unwrap().contains("--ready-max-staleness-secs"));
+    h.store.set_unavailable(false);
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
+}

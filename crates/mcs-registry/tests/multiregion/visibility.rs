@@ -1,0 +1,150 @@
+//! Propagation between regions: a write visible elsewhere within the
+//! replication delay and a refresh; a relay failing over mid-lease stays
+//! listed, once, in both regions.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_visible_in_the_other_region_within_replication_delay_and_a_refresh() {
+    const DELAY: Duration = Duration::from_millis(200);
+    let Some(world) = MultiRegion::start(REGISTRY, "visibility", &[A, B], &[], 1).await else {
+        return;
+    };
+    world.faults().set_all(&LinkFaults { delay: DELAY, ..LinkFaults::default() });
+    // Typical, not guaranteed (docs/design.md §9): replication lag plus one
+    // refresh; the slack covers the stream poll and a loaded machine.
+    let bound = DELAY + REFRESH + Duration::from_secs(2);
+
+    let mut seen = Vec::new();
+    for i in 0..6 {
+        let (from, to) = if i % 2 == 0 { (A, B) } else { (B, A) };
+        let name = format!("vis-{i}");
+        let (status, reply) = world
+            .call(from, Method::POST, "/v1/pools", Some(&pool("c1", &name, 1, json!({}))))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let acked = Instant::now();
+        assert!(pools_of(&world, from).await.contains(&name), "read-your-writes in {from}");
+        eventually(bound, &format!("{name} written in {from} listed in {to}"), async || {
+            pools_of(&world, to).await.contains(&name)
+        })
+        .await;
+        seen.push(acked.elapsed());
+    }
+    seen.sort();
+    eprintln!(
+        "cross-region visibility (delay {DELAY:?}, refresh {REFRESH:?}): min {:?} median {:?} max {:?}",
+        seen[0],
+        seen[seen.len() / 2],
+        seen[seen.len() - 1]
+    );
+    assert!(seen[0] >= DELAY, "not before the replication delay: {seen:?}");
+
+    let (took, snapshot) = world.await_converged(Duration::from_secs(5)).await;
+    let pools = snapshot.lists[A]["pools"]["pools"].as_array().unwrap().len();
+    assert_eq!(pools, 6);
+    eprintln!(
+        "fingerprints equal {took:?} after the last visibility; {:?}",
+        world.replicator().stats()
+    );
+}
+
+/// The spans in which the pool `dgd` was not listed after it first was
+/// (from the first observation without it to the next with it), and the
+/// most entries it ever had in one list.
+fn gaps(seen: &[Observation], dgd: &str) -> (Vec<Duration>, usize) {
+    let mut gaps = Vec::new();
+    let mut max_count = 0;
+    let mut appeared = false;
+    let mut absent_since: Option<Instant> = None;
+    for o in seen {
+        let count = o.items.iter().filter(|p| p["pool_key"]["dgd_name"] == dgd).count();
+        max_count = max_count.max(count);
+        if count > 0 {
+            if let Some(since) = absent_since.take() {
+                gaps.push(o.at - since);
+            }
+            appeared = true;
+        } else if appeared && absent_since.is_none() {
+            absent_since = Some(o.at);
+        }
+    }
+    if let (Some(since), Some(last)) = (absent_since, seen.last()) {
+        gaps.push(last.at - since);
+    }
+    (gaps, max_count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_failing_over_mid_lease_stays_live_and_single_in_both_regions() {
+    let Some(world) = MultiRegion::start(REGISTRY, "failover", &[A, B], &[], 2).await else {
+        return;
+    };
+    // Replication with a delay and reordering: heartbeats (300 ms apart)
+    // overtake each other; the conditional puts keep the newest of each item.
+    world.faults().set_all(&LinkFaults {
+        delay: Duration::from_millis(150),
+        jitter: Duration::from_millis(900),
+        shuffle: true,
+        ..LinkFaults::default()
+    });
+    let relay = pool(
+        "c1",
+        "relay",
+        4,
+        json!({"incarnation": "relay-b-1", "lease": {"duration_secs": 4, "heartbeat_interval_secs": 1}}),
+    );
+    let heartbeat = async |region: &str, until: Instant| {
+        let mut beats = 0;
+        while Instant::now() < until {
+            let (status, reply) = world.call(region, Method::POST, "/v1/pools", Some(&relay)).await;
+            assert_eq!(status, StatusCode::OK, "heartbeat {beats} in {region}: {reply}");
+            beats += 1;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        beats
+    };
+
+    // The relay beats in A until both regions list it; then observe both.
+    let (status, reply) = world.call(A, Method::POST, "/v1/pools", Some(&relay)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    eventually(Duration::from_secs(3), "the relay's pool listed in B", async || {
+        pools_of(&world, B).await == ["relay"]
+    })
+    .await;
+    let every = Duration::from_millis(25);
+    let observers = [world.observe(A, "pools", every), world.observe(B, "pools", every)];
+
+    // A for 1.5 s, a silent second (mid-lease), then B for 5 s: longer than
+    // the lease, so A's own item expires and A serves the pool from B's.
+    let in_a = heartbeat(A, Instant::now() + Duration::from_millis(1_500)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let in_b = heartbeat(B, Instant::now() + Duration::from_secs(5)).await;
+    // Another incarnation is fenced off in A by the lease the relay now
+    // renews in B.
+    let impostor = pool("c1", "relay", 4, json!({"incarnation": "relay-b-2"}));
+    let (status, reply) = world.call(A, Method::POST, "/v1/pools", Some(&impostor)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{reply}");
+    let [in_a_seen, in_b_seen] = observers;
+    let (seen_a, seen_b) = (in_a_seen.finish().await, in_b_seen.finish().await);
+
+    for (region, seen) in [(A, &seen_a), (B, &seen_b)] {
+        let (gaps, max_count) = gaps(seen, "relay");
+        assert!(seen.len() > 100, "{region} observed {} times", seen.len());
+        assert_eq!(max_count, 1, "{region} never lists the pool twice");
+        assert!(gaps.iter().all(|g| *g <= SKEW), "{region}: gaps {gaps:?}");
+        assert!(seen.iter().all(|o| o.complete), "{region} stays complete");
+        eprintln!("{region}: {} observations, gaps {gaps:?}", seen.len());
+    }
+    // Heartbeats and the failover change nothing served: one fingerprint
+    // in both regions all along.
+    let prints: BTreeSet<&str> =
+        seen_a.iter().chain(&seen_b).map(|o| o.fingerprint.as_str()).collect();
+    assert_eq!(prints.len(), 1, "one fingerprint throughout: {prints:?}");
+    let (took, snapshot) = world.await_converged(Duration::from_secs(3)).await;
+    let listed = &snapshot.lists[B]["pools"]["pools"];
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["capacity"]["workers"], 4);
+    let stats = world.replicator().stats();
+    eprintln!("{in_a} beats in A, {in_b} in B; converged {took:?} after the last beat; {stats:?}");
+}

@@ -1,0 +1,26 @@
+//! What the tests (and the benchmarks) of mcs-registry share, so that each
+//! concept is written once:
+//!
+//! ```text
+//!  process      RegistryProcess: the real binary on free loopback ports, ready
+//!  dynamo       the endpoint rule, unique tables, the SDK config and clients
+//!  moto         a moto_server of a test's own (the venv scripts/with-moto.sh makes)
+//!  eventually   polling until a condition holds
+//!  fixtures     JSON bodies of pools, routers and exports
+//!  metrics      an in-memory `metrics` recorder
+//!  multiregion  regional tables, a replicator between them, a registry per region
+//! ```
+//!
+//! `publish = false`: a dev-dependency of the crates whose tests use it
+//! (and a dependency of `mcs-bench`).
+
+pub mod dynamo;
+mod eventually;
+pub mod fixtures;
+pub mod metrics;
+pub mod moto;
+pub mod multiregion;
+pub mod process;
+
+pub use eventually::eventually;
+pub use process::RegistryProcess;
