@@ -197,6 +197,94 @@ async fn tls_on_the_api_port_with_alpn_and_a_plaintext_admin_port() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_by_alpn_serves_requests() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("h2");
+    let flags = server_files(&dir, &ca.server("server"));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let stream = connect(&addr, &client(&ca, None, &[b"h2"])).await.unwrap();
+    let (mut h2, connection) = h2::client::handshake(stream).await.unwrap();
+    tokio::spawn(connection);
+    for _ in 0..2 {
+        let request = axum::http::Request::get("https://localhost/v1/pools").body(()).unwrap();
+        let (response, _) = h2.send_request(request, true).unwrap();
+        let response = response.await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+            bytes.extend_from_slice(&chunk);
+        }
+        let list: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(list["complete"], json!(true));
+    }
+}
+
+/// Sends the head of a POST whose body is `len` bytes and the body, then
+/// reads the response, as an ordinary client does: a failed write fails it.
+async fn upload(addr: &str, config: &Arc<ClientConfig>, len: usize) -> Result<String, String> {
+    let mut stream = connect(addr, config).await.map_err(|e| e.to_string())?;
+    let head = format!(
+        "POST /v1/pools HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {len}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.map_err(|e| format!("writing the head: {e}"))?;
+    let chunk = vec![b' '; 64 * 1024];
+    let mut sent = 0;
+    while sent < len {
+        let n = chunk.len().min(len - sent);
+        stream.write_all(&chunk[..n]).await.map_err(|e| format!("after {sent} bytes: {e}"))?;
+        sent += n;
+    }
+    stream.flush().await.map_err(|e| format!("flushing: {e}"))?;
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response));
+    match read.await {
+        Ok(Ok(_)) => Ok(String::from_utf8_lossy(&response).into_owned()),
+        Ok(Err(e)) => Err(format!("reading the response ({} bytes read): {e}", response.len())),
+        Err(_) => Err("no response within 10 s".into()),
+    }
+}
+
+/// The lingering close of docs/design.md §5 on the TLS stream: the 413 of
+/// an upload the registry did not read reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_uploading_too_much_reads_the_413() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("linger");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--max-body-bytes", "65536"].map(str::to_owned));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    let mut failures = Vec::new();
+    for round in 0..10 {
+        match upload(&addr, &config, 4 << 20).await {
+            Ok(response) if response.starts_with("HTTP/1.1 413") => {}
+            Ok(response) => failures.push(format!("round {round}: {:.60}", response)),
+            Err(e) => failures.push(format!("round {round}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{} of 10 uploads lost the 413: {failures:#?}", failures.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_past_the_cap_is_answered_503() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("cap");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--max-connections", "1", "--max-watches", "1"].map(str::to_owned));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    let mut held = connect(&addr, &config).await.unwrap();
+    assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
+    let (status, body) = call(&addr, &config, "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_tls_serves_the_admin_port_with_the_same_certificate() {
     let ca = Ca::new("ca");
     let dir = Dir::new("admin-tls");
