@@ -328,6 +328,46 @@ async fn mtls_wants_a_valid_client_certificate_of_the_client_ca() {
     ));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_server_certificate_is_served_refused_and_its_expiry_exported() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("expired");
+    let flags = server_files(&dir, &ca.server_until("server", (2021, 6, 1)));
+    let (registry, addr) = start(&strs(&flags)).await;
+    let result = call(&addr, &client(&ca, None, H1), "GET", "/v1/pools", None).await;
+    let error = result.unwrap_err().to_string();
+    assert!(error.to_lowercase().contains("expired"), "{error}");
+    let text = metrics(&registry).await;
+    let expiry = value(
+        &text,
+        "mcs_tls_certificate_expiry_timestamp_seconds{certificate=\"server\",index=\"0\"}",
+    );
+    // 2021-06-01T00:00:00Z (`date -d 2021-06-01Z +%s`).
+    assert_eq!(expiry, 1_622_505_600.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_ca_admits_its_clients_without_restart() {
+    let ca = Ca::new("ca");
+    let (old, new) = (Ca::new("clients-1"), Ca::new("clients-2"));
+    let dir = Dir::new("ca-rotate");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--tls-client-ca-cert-path".into(), dir.write("clients.pem", &old.pem())]);
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let of_old = client(&ca, Some(&old.client(&[], None)), H1);
+    let of_new = client(&ca, Some(&new.client(&[], None)), H1);
+    assert_eq!(call(&addr, &of_old, "GET", "/v1/pools", None).await.unwrap().0, 200);
+    assert!(call(&addr, &of_new, "GET", "/v1/pools", None).await.is_err());
+
+    dir.write("clients.pem", &new.pem());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while call(&addr, &of_new, "GET", "/v1/pools", None).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the new client CA within 15 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(call(&addr, &of_old, "GET", "/v1/pools", None).await.is_err(), "the old CA is gone");
+}
+
 /// The DER of the certificate a new handshake presents.
 async fn presented(addr: &str, config: &Arc<ClientConfig>) -> Vec<u8> {
     let stream = connect(addr, config).await.unwrap();

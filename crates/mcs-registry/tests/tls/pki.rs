@@ -40,11 +40,23 @@ impl Ca {
 
     /// A server certificate for `localhost` and 127.0.0.1.
     pub fn server(&self, name: &str) -> Leaf {
+        self.sign(Self::server_params(name))
+    }
+
+    /// A server certificate that expired at the start of `not_after`.
+    pub fn server_until(&self, name: &str, (y, m, d): (i32, u8, u8)) -> Leaf {
+        let mut params = Self::server_params(name);
+        params.not_before = rcgen::date_time_ymd(y - 1, m, d);
+        params.not_after = rcgen::date_time_ymd(y, m, d);
+        self.sign(params)
+    }
+
+    fn server_params(name: &str) -> CertificateParams {
         let mut params =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        self.sign(params)
+        params
     }
 
     /// A client certificate with `uris` as URI SANs, valid until
