@@ -115,9 +115,8 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         "mcs-registry listening"
     );
     let stop = registry.state.shutdown.clone();
-    let (api_tls, admin_tls) = match reloader {
-        Some(reloader) => {
-            let tls = settings.tls.as_ref().expect("a reloader has settings");
+    let (api_tls, admin_tls) = match (reloader, &settings.tls) {
+        (Some(reloader), Some(tls)) => {
             let acceptor = |listener| {
                 crate::tls::Acceptor::new(reloader.subscribe(), listener, tls.handshake_timeout)
             };
@@ -125,7 +124,7 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
             tokio::spawn(reloader.run(stop.clone()));
             (Some(api_tls), tls.admin_tls.then_some(admin_tls))
         }
-        None => (None, None),
+        _ => (None, None),
     };
     let reader = registry.reader;
     let timeout = settings.storage_connect_timeout;
