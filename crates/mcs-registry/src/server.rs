@@ -327,13 +327,13 @@ pub async fn serve(
                 match refusals.clone().try_acquire_owned() {
                     Ok(permit) => {
                         if let Some(tls) = &tls {
-                            let (tls, refuser) = (tls.clone(), refuser.clone());
+                            let (tls, refuser, h2) = (tls.clone(), refuser.clone(), h2.clone());
                             tokio::spawn(async move {
-                                // An HTTP/2 client is closed unanswered after the
-                                // handshake; an HTTP/1.1 one gets the 503.
-                                if let Some(stream) = tls.accept(stream).await
-                                    && !crate::tls::is_h2(&stream)
-                                {
+                                let Some(stream) = tls.accept(stream).await else { return };
+                                if crate::tls::is_h2(&stream) {
+                                    let conn = h2.serve_connection(TokioIo::new(stream), connection::refusal());
+                                    connection::serve_h2(conn, stop, permit).await;
+                                } else {
                                     let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
                                     connection::serve(conn, stop, permit).await;
                                 }

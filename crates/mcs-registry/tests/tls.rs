@@ -196,6 +196,32 @@ async fn tls_on_the_api_port_with_alpn_and_a_plaintext_admin_port() {
     assert_eq!(expiry, 67_090_118_400.0, "{text}");
 }
 
+/// One GET over HTTP/2 on `sender`: status and JSON body.
+async fn h2_request(
+    sender: &mut h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+) -> (u16, Value) {
+    let request = axum::http::Request::get(format!("https://localhost{path}")).body(()).unwrap();
+    let (response, _) = sender.send_request(request, true).unwrap();
+    let response = response.await.unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Starts HTTP/2 on `stream` and sends one GET.
+async fn h2_get(stream: Stream, path: &str) -> (u16, Value) {
+    let (mut sender, connection) = h2::client::handshake(stream).await.unwrap();
+    tokio::spawn(connection);
+    h2_request(&mut sender, path).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_by_alpn_serves_requests() {
     let ca = Ca::new("ca");
@@ -203,21 +229,11 @@ async fn http2_by_alpn_serves_requests() {
     let flags = server_files(&dir, &ca.server("server"));
     let (_registry, addr) = start(&strs(&flags)).await;
     let stream = connect(&addr, &client(&ca, None, &[b"h2"])).await.unwrap();
-    let (mut h2, connection) = h2::client::handshake(stream).await.unwrap();
+    let (mut sender, connection) = h2::client::handshake(stream).await.unwrap();
     tokio::spawn(connection);
     for _ in 0..2 {
-        let request = axum::http::Request::get("https://localhost/v1/pools").body(()).unwrap();
-        let (response, _) = h2.send_request(request, true).unwrap();
-        let response = response.await.unwrap();
-        assert_eq!(response.status(), 200);
-        let mut body = response.into_body();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.unwrap();
-            body.flow_control().release_capacity(chunk.len()).unwrap();
-            bytes.extend_from_slice(&chunk);
-        }
-        let list: Value = serde_json::from_slice(&bytes).unwrap();
+        let (status, list) = h2_request(&mut sender, "/v1/pools").await;
+        assert_eq!(status, 200, "{list}");
         assert_eq!(list["complete"], json!(true));
     }
 }
@@ -280,6 +296,10 @@ async fn a_tls_connection_past_the_cap_is_answered_503() {
     let mut held = connect(&addr, &config).await.unwrap();
     assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
     let (status, body) = call(&addr, &config, "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    // Over HTTP/2 too.
+    let stream = connect(&addr, &client(&ca, None, &[b"h2"])).await.unwrap();
+    let (status, body) = h2_get(stream, "/v1/pools").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
 }
