@@ -652,6 +652,22 @@ mod authz {
         )
         .await;
 
+        // A pool the registry does not know: its cluster cannot be checked,
+        // so a cluster identity gets the 404 the withdrawal would answer.
+        let unknown_pool = "/v1/pools/0123456789abcdef0123456789abcdef";
+        let (status, reply) = call(&addr, &cluster_b, "DELETE", unknown_pool, None).await.unwrap();
+        assert_eq!(status, 404, "{reply}");
+        // The 403's message names the identity and the scope.
+        let (status, reply) =
+            call(&addr, &cluster_b, "PUT", "/v1/clusters/a", Some(&json!({"incarnation": "b"})))
+                .await
+                .unwrap();
+        assert_eq!(status, 403);
+        assert_eq!(
+            reply["message"],
+            json!("identity cluster b may not write cluster a (its lease, exports and pools)")
+        );
+
         let text = metrics(&registry).await;
         assert!(
             value(&text, "mcs_authz_denials_total{identity=\"cluster\",route=\"/v1/routers\"}")
