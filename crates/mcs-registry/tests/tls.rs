@@ -6,20 +6,25 @@
 
 #[path = "tls/pki.rs"]
 mod pki;
-mod support;
 
+use mcs_testkit::{RegistryProcess, eventually, fixtures};
 use pki::{Ca, Dir, Leaf};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use support::RegistryProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 type Stream = TlsStream<TcpStream>;
+
+const REGISTRY: &str = env!("CARGO_BIN_EXE_mcs-registry");
+
+/// How long a change of the files may take to show (the registry reads
+/// them every second).
+const RELOAD: Duration = Duration::from_secs(15);
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
@@ -109,19 +114,13 @@ async fn call(
 /// A registry with `flags`, waited ready on its plaintext admin port;
 /// answers it and its API address (`host:port`).
 async fn start(flags: &[&str]) -> (RegistryProcess, String) {
-    let registry = RegistryProcess::start_listening(flags).await;
+    let registry = RegistryProcess::start_listening(REGISTRY, flags).await;
     let http = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..200 {
-        if let Ok(reply) = http.get(format!("{}/readyz", registry.admin_url())).send().await
-            && reply.status() == 200
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready, "ready within 10 s");
+    let readyz = format!("{}/readyz", registry.admin_url());
+    eventually(Duration::from_secs(20), "ready", async || {
+        http.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
     let addr = registry.api_url().strip_prefix("http://").unwrap().to_owned();
     (registry, addr)
 }
@@ -310,7 +309,7 @@ async fn admin_tls_serves_the_admin_port_with_the_same_certificate() {
     let dir = Dir::new("admin-tls");
     let mut flags = server_files(&dir, &ca.server("server"));
     flags.push("--admin-tls".into());
-    let registry = RegistryProcess::start_listening(&strs(&flags)).await;
+    let registry = RegistryProcess::start_listening(REGISTRY, &strs(&flags)).await;
     let admin = registry.admin_url().strip_prefix("http://").unwrap().to_owned();
     let (status, _) = call(&admin, &client(&ca, None, H1), "GET", "/healthz", None).await.unwrap();
     assert_eq!(status, 200);
@@ -380,11 +379,10 @@ async fn a_rotated_client_ca_admits_its_clients_without_restart() {
     assert!(call(&addr, &of_new, "GET", "/v1/pools", None).await.is_err());
 
     dir.write("clients.pem", &new.pem());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while call(&addr, &of_new, "GET", "/v1/pools", None).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the new client CA within 15 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(RELOAD, "the new client CA admits its clients", async || {
+        call(&addr, &of_new, "GET", "/v1/pools", None).await.is_ok()
+    })
+    .await;
     assert!(call(&addr, &of_old, "GET", "/v1/pools", None).await.is_err(), "the old CA is gone");
 }
 
@@ -410,11 +408,10 @@ async fn rotated_files_serve_new_handshakes_and_broken_ones_keep_the_old() {
     let second = ca.server("second");
     dir.write("cert.pem", &second.cert_pem);
     dir.write("key.pem", &second.key_pem);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while presented(&addr, &config).await != second.der().to_vec() {
-        assert!(tokio::time::Instant::now() < deadline, "the new certificate within 15 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(RELOAD, "new handshakes present the new certificate", async || {
+        presented(&addr, &config).await == second.der().to_vec()
+    })
+    .await;
     // The connection made before is untouched.
     assert_eq!(send(&mut established, "GET", "/v1/pools", None).await.unwrap().0, 200);
     assert_eq!(
@@ -425,11 +422,10 @@ async fn rotated_files_serve_new_handshakes_and_broken_ones_keep_the_old() {
     // A broken certificate file: the second stays, the failure is counted.
     dir.write("cert.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
     let series = "mcs_tls_reload_failures_total";
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while value(&metrics(&registry).await, series) < 1.0 {
-        assert!(tokio::time::Instant::now() < deadline, "the failure counted within 15 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(RELOAD, "the reload failure counted", async || {
+        value(&metrics(&registry).await, series) >= 1.0
+    })
+    .await;
     assert_eq!(presented(&addr, &config).await, second.der().to_vec());
     assert_eq!(value(&metrics(&registry).await, series), 1.0, "counted once");
 }
@@ -592,23 +588,10 @@ mod authz {
             assert_eq!(status, if allowed { 200 } else { 403 }, "{name} reads: {body}");
         }
 
-        let pool = json!({
-            "pool_key": {"cluster_id": "a", "namespace": "llm", "dgd_name": "d"},
-            "model": "m",
-            "location": {"region": "us-east-1"},
-            "capacity": {"workers": 1},
-            "relay_address": "10.0.1.7:9000"
-        });
-        let export = json!({
-            "type": "ClusterSetIP",
-            "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-            "session_affinity": "None",
-            "exported_at": "2026-12-01T00:00:00Z",
-            "endpoints": [{"addresses": ["10.1.0.5"], "ready": true}]
-        });
-        let router_reg =
-            json!({"router_id": "gr-0", "address": "10.0.0.9:8080", "incarnation": "r1"});
-        let cluster_reg = json!({"incarnation": "a-1"});
+        let pool = fixtures::pool("a", "d", 1);
+        let export = fixtures::export("ClusterSetIP", "2026-12-01T00:00:00Z", "10.1.0.5");
+        let router_reg = fixtures::with(fixtures::router("gr-0"), json!({"incarnation": "r1"}));
+        let cluster_reg = fixtures::cluster("a-1");
 
         // (method, path, body, the identities allowed, in the order they write).
         let table: Vec<Row> = vec![
@@ -659,7 +642,7 @@ mod authz {
         assert_eq!(status, 404, "{reply}");
         // The 403's message names the identity and the scope.
         let (status, reply) =
-            call(&addr, &cluster_b, "PUT", "/v1/clusters/a", Some(&json!({"incarnation": "b"})))
+            call(&addr, &cluster_b, "PUT", "/v1/clusters/a", Some(&fixtures::cluster("b")))
                 .await
                 .unwrap();
         assert_eq!(status, 403);
