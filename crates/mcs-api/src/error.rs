@@ -11,6 +11,9 @@ pub enum ErrorCode {
     Malformed,
     /// `422`: well-formed but a value breaks a rule; `field` names it.
     InvalidArgument,
+    /// `403`: the caller's identity may not do this (`--authz spiffe`);
+    /// `identity` and `scope` say who and what.
+    Forbidden,
     /// `404`: no such record or route.
     NotFound,
     /// `409`: the write's generation is not above the stored one.
@@ -52,6 +55,12 @@ pub struct ErrorBody {
     /// On `owned`: when that lease expires, in epoch milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<u64>,
+    /// On `forbidden`: the identity the client certificate gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// On `forbidden`: what that identity may not do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl ErrorBody {
@@ -65,6 +74,8 @@ impl ErrorBody {
             stored_writer: None,
             owner: None,
             lease_until_ms: None,
+            identity: None,
+            scope: None,
         }
     }
 }

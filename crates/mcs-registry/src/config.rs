@@ -161,6 +161,10 @@ pub struct Args {
     /// Log line format.
     #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// TLS and authorization (issue 9).
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
 }
 
 /// Settings derived from [`Args`], checked for consistency.
@@ -204,6 +208,10 @@ pub struct Settings {
     pub writer_id: String,
     /// How long to wait for storage at startup; `None`: for ever.
     pub storage_connect_timeout: Option<Duration>,
+    /// TLS files (issue 9); `None`: plaintext.
+    pub tls: Option<crate::tls::TlsSettings>,
+    /// The SPIFFE trust domain of `--authz spiffe`; `None`: no authorization.
+    pub spiffe_trust_domain: Option<String>,
 }
 
 impl Settings {
@@ -284,6 +292,7 @@ impl Settings {
         if args.listen == args.admin_listen && args.listen.port() != 0 {
             return Err("--listen and --admin-listen must differ".into());
         }
+        let (tls, spiffe_trust_domain) = args.tls.check()?;
         let writer_id = match &args.writer_id {
             Some(id) if !id.trim().is_empty() => id.clone(),
             Some(_) => return Err("--writer-id must not be blank".into()),
@@ -318,6 +327,8 @@ impl Settings {
             storage_connect_timeout: Some(args.storage_connect_timeout_secs)
                 .filter(|secs| *secs > 0)
                 .map(Duration::from_secs),
+            tls,
+            spiffe_trust_domain,
         })
     }
 }
@@ -337,6 +348,30 @@ mod tests {
         let s = parse(&[]).unwrap();
         assert_eq!(s.lease.lease().duration_secs, 30);
         assert!(s.writer_id.starts_with("reg-"));
+        assert_eq!((s.tls, s.spiffe_trust_domain), (None, None));
+    }
+
+    #[test]
+    fn tls_and_spiffe_flags_that_agree_are_accepted() {
+        let s = parse(&[
+            "--tls-cert-path",
+            "c",
+            "--tls-key-path",
+            "k",
+            "--tls-client-ca-cert-path",
+            "ca",
+            "--authz",
+            "spiffe",
+            "--spiffe-trust-domain",
+            "example.org",
+            "--admin-tls",
+        ])
+        .unwrap();
+        let tls = s.tls.unwrap();
+        assert_eq!(tls.client_ca_path.as_deref(), Some(std::path::Path::new("ca")));
+        assert!(tls.admin_tls);
+        assert_eq!(tls.handshake_timeout, Duration::from_secs(10));
+        assert_eq!(s.spiffe_trust_domain.as_deref(), Some("example.org"));
     }
 
     #[test]
@@ -368,6 +403,48 @@ mod tests {
             (&["--max-connections", "1000001"], "--max-connections"),
             (&["--max-watches", "0"], "--max-watches"),
             (&["--max-connections", "10", "--max-watches", "11"], "--max-watches"),
+            // TLS and authorization (issue 9).
+            (&["--tls-cert-path", "c"], "--tls-cert-path needs --tls-key-path"),
+            (&["--tls-key-path", "k"], "--tls-key-path needs --tls-cert-path"),
+            (
+                &["--tls-client-ca-cert-path", "ca"],
+                "--tls-client-ca-cert-path needs --tls-cert-path",
+            ),
+            (&["--admin-tls"], "--admin-tls needs --tls-cert-path"),
+            (&["--tls-handshake-timeout-secs", "0"], "--tls-handshake-timeout-secs"),
+            (&["--authz", "spiffe"], "--authz spiffe needs --tls-client-ca-cert-path"),
+            (
+                &[
+                    "--tls-cert-path",
+                    "c",
+                    "--tls-key-path",
+                    "k",
+                    "--tls-client-ca-cert-path",
+                    "ca",
+                    "--authz",
+                    "spiffe",
+                ],
+                "--authz spiffe needs --spiffe-trust-domain",
+            ),
+            (
+                &[
+                    "--tls-cert-path",
+                    "c",
+                    "--tls-key-path",
+                    "k",
+                    "--tls-client-ca-cert-path",
+                    "ca",
+                    "--authz",
+                    "spiffe",
+                    "--spiffe-trust-domain",
+                    "Ex/a",
+                ],
+                "--spiffe-trust-domain",
+            ),
+            (
+                &["--spiffe-trust-domain", "example.org"],
+                "--spiffe-trust-domain needs --authz spiffe",
+            ),
         ];
         for (argv, want) in cases {
             let err = parse(argv).unwrap_err();

@@ -1,11 +1,19 @@
 //! One accepted connection, from accept to close: HTTP/1.1 through hyper
 //! while it holds a slot of the connection cap (`--max-connections`), a
-//! `503` for one past the cap, and a lingering close for both.
+//! `503` for one past the cap, and a lingering close for both. With TLS
+//! (`crate::tls`), the handshake comes first, holding the slot, and a
+//! client that chose HTTP/2 by ALPN is served by [`serve_h2`] instead.
 //!
 //! ```text
-//!  accept ─► slot free? ─ yes ─► serve: hyper, keep-alive ─┬─► lingering close
-//!                        └ no ─► refuse: 503 Retry-After ──┘
+//!  accept ─► slot free? ─ yes ─► [TLS handshake] ─► serve: hyper, keep-alive ─┬─► lingering close
+//!                        └ no ─► [TLS handshake] ─► refuse: 503 Retry-After ──┘
 //! ```
+//!
+//! Over TLS the lingering close is the same on the TLS stream: close_notify
+//! and FIN, then decrypt and discard what the client still sends, until its
+//! close_notify or the bounds below. HTTP/2 needs none: it ends with
+//! GOAWAY, and an unread request body is refused per stream
+//! (RST_STREAM), never by closing the connection under the client.
 //!
 //! Lingering close (nginx's `lingering_close`, Go's `closeWriteAndWait`):
 //! when the server answers before reading the whole request body (a `413`,
@@ -21,15 +29,14 @@
 
 use crate::metrics as m;
 use hyper::body::{Body, Incoming};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::HttpService;
 use hyper_util::rt::TokioIo;
 use std::error::Error as StdError;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 /// Most bytes discarded by a lingering close.
@@ -65,11 +72,12 @@ impl Drop for Slot {
 /// Serves `conn` until it ends, turning it to a graceful shutdown (finish
 /// the request in flight, then close) once `stop` turns true; then closes
 /// it lingering. `hold` (a [`Slot`], a refusal's permit) is released last.
-pub(crate) async fn serve<S, B, H>(
-    mut conn: http1::Connection<TokioIo<TcpStream>, S>,
+pub(crate) async fn serve<I, S, B, H>(
+    mut conn: http1::Connection<TokioIo<I>, S>,
     mut stop: watch::Receiver<bool>,
     hold: H,
 ) where
+    I: AsyncRead + AsyncWrite + Unpin,
     S: HttpService<Incoming, ResBody = B> + Unpin,
     S::Future: Unpin,
     S::Error: Into<Box<dyn StdError + Send + Sync>>,
@@ -96,9 +104,38 @@ pub(crate) async fn serve<S, B, H>(
     drop(hold);
 }
 
+/// Serves an HTTP/2 connection until it ends, turning it to a graceful
+/// shutdown (GOAWAY, finish the streams in flight) once `stop` turns true.
+/// `hold` is released last.
+pub(crate) async fn serve_h2<I, S, B, E, H>(
+    conn: http2::Connection<TokioIo<I>, S, E>,
+    mut stop: watch::Receiver<bool>,
+    hold: H,
+) where
+    I: AsyncRead + AsyncWrite + Unpin,
+    S: HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn StdError + Send + Sync>>,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn StdError + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    let mut conn = pin!(conn);
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        _ = crate::server::stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "http/2 connection ended with an error");
+    }
+    drop(hold);
+}
+
 /// Closes `stream` after a lingering read (see the module's docs); answers
 /// how many bytes it discarded.
-pub(crate) async fn linger(mut stream: TcpStream) -> usize {
+pub(crate) async fn linger<I: AsyncRead + AsyncWrite + Unpin>(mut stream: I) -> usize {
     if stream.shutdown().await.is_err() {
         return 0;
     }

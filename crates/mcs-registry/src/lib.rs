@@ -10,6 +10,7 @@
 //! `main.rs` parses [`config::Args`] and calls [`server::run`]; everything
 //! else is here so that tests can assemble a [`server::Registry`] in process.
 
+pub mod authz;
 pub mod clock;
 pub mod config;
 mod connection;
@@ -20,5 +21,6 @@ pub mod process;
 pub mod reader;
 pub mod registrar;
 pub mod server;
+pub mod tls;
 
 pub use server::{Registry, run};

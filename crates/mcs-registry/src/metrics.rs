@@ -44,12 +44,26 @@ pub const HTTP_CONNECTIONS: &str = "mcs_http_connections";
 pub const HTTP_REFUSED: &str = "mcs_http_refused_total";
 /// Unix time of the last successful poll of storage, in seconds.
 pub const LAST_POLL_OK: &str = "mcs_reader_last_success_timestamp_seconds";
+/// TLS handshakes, by listener and outcome ([`TLS_OUTCOMES`]).
+pub const TLS_HANDSHAKES: &str = "mcs_tls_handshakes_total";
+/// `notAfter` of each loaded certificate, Unix seconds, by certificate
+/// (`server`, `client_ca`) and index in its file.
+pub const TLS_CERT_EXPIRY: &str = "mcs_tls_certificate_expiry_timestamp_seconds";
+/// Changed certificate files that did not load (the old ones stay).
+pub const TLS_RELOAD_FAILURES: &str = "mcs_tls_reload_failures_total";
+/// Requests refused `403` by `--authz spiffe`, by identity kind and route.
+pub const AUTHZ_DENIALS: &str = "mcs_authz_denials_total";
 /// Always 1; labels `version` and `commit` name the build.
 pub const BUILD_INFO: &str = "mcs_build_info";
 
 /// Every `outcome` of [`REGISTRAR_WRITES`].
 const WRITE_OUTCOMES: [&str; 8] =
     ["applied", "stale", "owned", "not_found", "invalid", "not_ready", "too_large", "error"];
+
+/// Every `outcome` of [`TLS_HANDSHAKES`]: done; not done within
+/// `--tls-handshake-timeout-secs`; the client certificate refused (none,
+/// unknown CA, expired); anything else.
+pub const TLS_OUTCOMES: [&str; 4] = ["ok", "timeout", "client_certificate", "error"];
 
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -106,6 +120,14 @@ fn describe() {
     describe_gauge!(EXPIRIES_HELD, "expiries held back now");
     describe_histogram!(WATCH_DURATION, Unit::Seconds, "how long long-poll watches waited");
     describe_gauge!(LAST_POLL_OK, Unit::Seconds, "unix time of the last successful poll");
+    describe_counter!(TLS_HANDSHAKES, "tls handshakes by listener and outcome");
+    describe_gauge!(
+        TLS_CERT_EXPIRY,
+        Unit::Seconds,
+        "notAfter of each loaded certificate, unix time"
+    );
+    describe_counter!(TLS_RELOAD_FAILURES, "changed certificate files that did not load");
+    describe_counter!(AUTHZ_DENIALS, "requests refused 403 by identity kind and route");
     describe_gauge!(BUILD_INFO, "1; labels name the version and git commit of the build");
 }
 
@@ -139,6 +161,13 @@ fn register_zero() {
     for reason in ["connections", "watches"] {
         metrics::counter!(HTTP_REFUSED, "reason" => reason).increment(0);
     }
+    for listener in ["api", "admin"] {
+        for outcome in TLS_OUTCOMES {
+            metrics::counter!(TLS_HANDSHAKES, "listener" => listener, "outcome" => outcome)
+                .increment(0);
+        }
+    }
+    metrics::counter!(TLS_RELOAD_FAILURES).increment(0);
     metrics::gauge!(VIEW_COMPLETE).set(0.0);
     metrics::gauge!(VIEW_RECORDS).set(0.0);
     metrics::gauge!(LAST_POLL_OK).set(0.0);

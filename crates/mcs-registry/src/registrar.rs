@@ -129,6 +129,24 @@ impl Registrar {
         result
     }
 
+    /// The record of `key` as the view holds it, or else as storage does;
+    /// `NotReady` before the view is.
+    pub async fn lookup(&self, key: &Key) -> Result<Option<Record>, WriteError> {
+        let held = self.view.read().record(key).cloned();
+        match held {
+            Some(record) => Ok(Some(record)),
+            None if !self.view.is_ready() => Err(WriteError::NotReady),
+            None => self.stored(key).await,
+        }
+    }
+
+    async fn stored(&self, key: &Key) -> Result<Option<Record>, WriteError> {
+        if !self.view.is_ready() {
+            return Ok(None);
+        }
+        Ok(self.with_timeout(self.store.get(key)).await?)
+    }
+
     /// Withdraws `key` with a tombstone. Unknown keys are `NotFound`; an
     /// already withdrawn key answers with its tombstone unless the client
     /// orders a newer withdrawal itself. An export is withdrawn only by the
@@ -152,8 +170,7 @@ impl Registrar {
         };
         let held = match held {
             Some(record) => Some(record),
-            None if self.view.is_ready() => self.with_timeout(self.store.get(&key)).await?,
-            None => None,
+            None => self.stored(&key).await?,
         };
         let plan = plan_withdrawal(
             held.as_ref(),

@@ -1,5 +1,6 @@
 //! Wiring and serving: build the registry from its settings, serve the API
-//! and admin ports over HTTP/1.1 with idle timeouts, and shut down
+//! and admin ports over HTTP/1.1 with idle timeouts (or over TLS, HTTP/1.1
+//! or HTTP/2 by ALPN: `crate::tls`), and shut down
 //! gracefully on SIGTERM or SIGINT (long-polls end at once, requests in
 //! flight are drained).
 //!
@@ -19,7 +20,7 @@ use crate::reader::{Reader, ReaderConfig};
 use crate::registrar::Registrar;
 use anyhow::Context;
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use mcs_store::{Backoff, DynamoConfig, DynamoStore, MemoryStore, Store, StoreError};
 use std::sync::Arc;
@@ -81,6 +82,7 @@ impl Registry {
             request_timeout: settings.request_timeout,
             ready_max_staleness: settings.ready_max_staleness,
             shutdown: shutdown_rx,
+            spiffe_trust_domain: settings.spiffe_trust_domain.clone(),
         });
         Self { state, reader, shutdown }
     }
@@ -91,6 +93,9 @@ impl Registry {
 /// be set up first ([`init_tracing`]).
 pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     let metrics = crate::metrics::install();
+    // Certificate files are loaded before anything else: a missing or
+    // broken one is an error at startup, naming its flag.
+    let reloader = settings.tls.clone().map(crate::tls::Reloader::new).transpose()?;
     let (store, table) = open_store(&args, &settings).await?;
     let registry = Registry::new(store, Arc::new(SystemClock), &settings);
     let api = TcpListener::bind(args.listen)
@@ -104,9 +109,23 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         admin = %admin.local_addr()?,
         storage = ?args.storage,
         writer = %settings.writer_id,
+        tls = settings.tls.is_some(),
+        admin_tls = settings.tls.as_ref().is_some_and(|t| t.admin_tls),
+        authz = settings.spiffe_trust_domain.is_some(),
         "mcs-registry listening"
     );
     let stop = registry.state.shutdown.clone();
+    let (api_tls, admin_tls) = match (reloader, &settings.tls) {
+        (Some(reloader), Some(tls)) => {
+            let acceptor = |listener| {
+                crate::tls::Acceptor::new(reloader.subscribe(), listener, tls.handshake_timeout)
+            };
+            let (api_tls, admin_tls) = (acceptor("api"), acceptor("admin"));
+            tokio::spawn(reloader.run(stop.clone()));
+            (Some(api_tls), tls.admin_tls.then_some(admin_tls))
+        }
+        _ => (None, None),
+    };
     let reader = registry.reader;
     let timeout = settings.storage_connect_timeout;
     let mut reader = tokio::spawn({
@@ -127,6 +146,7 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         settings.clone(),
         "api",
         stop.clone(),
+        api_tls,
     ));
     let admin_task = tokio::spawn(serve(
         admin,
@@ -134,6 +154,7 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         settings.clone(),
         "admin",
         stop,
+        admin_tls,
     ));
 
     // The reader ends early only when storage did not answer within
@@ -250,12 +271,14 @@ pub async fn wait_for_table(
 /// `--max-connections` are served at once (`listener` names them in
 /// metrics); one past the cap is answered `503` (see `crate::connection`),
 /// or closed at once while [`REFUSALS_IN_FLIGHT`] others are being answered.
+/// With `tls`, each connection begins with a TLS handshake.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     settings: Settings,
     name: &'static str,
     mut stop: watch::Receiver<bool>,
+    tls: Option<crate::tls::Acceptor>,
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
@@ -266,6 +289,11 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(connection::REFUSAL_HEAD_TIMEOUT)
         .keep_alive(false);
+    let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    // HTTP/2 has no header read timeout: pings find dead peers instead.
+    h2.timer(TokioTimer::new())
+        .keep_alive_interval(Some(settings.idle_timeout))
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -282,6 +310,15 @@ pub async fn serve(
                 let stop = stop.clone();
                 if let Ok(permit) = slots.clone().try_acquire_owned() {
                     let slot = connection::Slot::new(permit, name);
+                    if let Some(tls) = &tls {
+                        let (tls, app, h1, h2) = (tls.clone(), app.clone(), builder.clone(), h2.clone());
+                        tokio::spawn(async move {
+                            if let Some(stream) = tls.accept(stream).await {
+                                serve_tls(stream, app, h1, h2, stop, slot).await;
+                            }
+                        });
+                        continue;
+                    }
                     let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
                     tokio::spawn(connection::serve(conn, stop, slot));
                     continue;
@@ -289,6 +326,20 @@ pub async fn serve(
                 metrics::counter!(m::HTTP_REFUSED, "reason" => "connections").increment(1);
                 match refusals.clone().try_acquire_owned() {
                     Ok(permit) => {
+                        if let Some(tls) = &tls {
+                            let (tls, refuser, h2) = (tls.clone(), refuser.clone(), h2.clone());
+                            tokio::spawn(async move {
+                                let Some(stream) = tls.accept(stream).await else { return };
+                                if crate::tls::is_h2(&stream) {
+                                    let conn = h2.serve_connection(TokioIo::new(stream), connection::refusal());
+                                    connection::serve_h2(conn, stop, permit).await;
+                                } else {
+                                    let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
+                                    connection::serve(conn, stop, permit).await;
+                                }
+                            });
+                            continue;
+                        }
                         let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
                         tokio::spawn(connection::serve(conn, stop, permit));
                     }
@@ -308,6 +359,40 @@ pub async fn serve(
         _ = tokio::time::sleep(settings.shutdown_grace) => {
             tracing::warn!(grace = ?settings.shutdown_grace, "connections still open after the shutdown grace");
         }
+    }
+}
+
+/// How long an HTTP/2 keep-alive ping may go unanswered before the
+/// connection is closed.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Serves one TLS connection after its handshake: HTTP/2 when the client
+/// chose it by ALPN, else HTTP/1.1; every request carries the URI names
+/// of the client's certificate (`crate::authz`).
+async fn serve_tls(
+    stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    app: Router,
+    h1: hyper::server::conn::http1::Builder,
+    h2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    stop: watch::Receiver<bool>,
+    slot: connection::Slot,
+) {
+    let session = stream.get_ref().1;
+    let peer = crate::authz::PeerNames::of(
+        session.peer_certificates().and_then(<[_]>::first).map(|c| c.as_ref()),
+    );
+    let is_h2 = crate::tls::is_h2(&stream);
+    let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+        app,
+        move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(peer.clone());
+            request
+        },
+    ));
+    if is_h2 {
+        connection::serve_h2(h2.serve_connection(TokioIo::new(stream), service), stop, slot).await;
+    } else {
+        connection::serve(h1.serve_connection(TokioIo::new(stream), service), stop, slot).await;
     }
 }
 

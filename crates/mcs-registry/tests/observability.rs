@@ -100,7 +100,16 @@ async fn every_exported_series_is_documented_and_every_documented_one_exported()
     let exported = exported(&text);
     let documented = documented();
     // Only a DynamoDB store times its requests; the embedded one has none.
-    let dynamo_only = BTreeSet::from(["mcs_store_request_duration_seconds".to_owned()]);
+    // Certificates exist only with TLS, denials only with --authz spiffe
+    // (tests/tls.rs scrapes both).
+    let dynamo_only = BTreeSet::from(
+        [
+            "mcs_store_request_duration_seconds",
+            "mcs_tls_certificate_expiry_timestamp_seconds",
+            "mcs_authz_denials_total",
+        ]
+        .map(str::to_owned),
+    );
     let missing: Vec<_> =
         documented.difference(&exported).filter(|n| !dynamo_only.contains(*n)).collect();
     assert!(missing.is_empty(), "documented but not exported: {missing:?}\n{text}");
@@ -145,8 +154,10 @@ async fn every_exported_series_is_documented_and_every_documented_one_exported()
 async fn the_alerting_rules_and_the_dashboard_reference_only_exported_series() {
     let text = scrape().await;
     let mut exported = exported(&text);
-    // Exported wherever storage is DynamoDB (and documented as such).
+    // Exported wherever storage is DynamoDB, or TLS is on (and documented
+    // as such).
     exported.insert("mcs_store_request_duration_seconds".to_owned());
+    exported.insert("mcs_tls_certificate_expiry_timestamp_seconds".to_owned());
     for path in ["deploy/prometheus/alerts.yaml", "deploy/grafana/mcs-registry.json"] {
         let file = read(path);
         let names = referenced(&file);

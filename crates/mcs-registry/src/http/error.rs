@@ -22,6 +22,13 @@ pub enum ApiError {
     },
     /// `422`: a value breaks a rule.
     Invalid(FieldError),
+    /// `403`: the caller's identity may not do this (`--authz spiffe`).
+    Forbidden {
+        /// The identity seen.
+        identity: String,
+        /// What it may not do.
+        scope: String,
+    },
     /// `404`.
     NotFound(String),
     /// `405`.
@@ -60,6 +67,15 @@ impl IntoResponse for ApiError {
                     ErrorBody::new(ErrorCode::InvalidArgument, format!("{field}: {message}"));
                 body.field = Some(field);
                 (StatusCode::UNPROCESSABLE_ENTITY, body)
+            }
+            ApiError::Forbidden { identity, scope } => {
+                let mut body = ErrorBody::new(
+                    ErrorCode::Forbidden,
+                    format!("identity {identity} may not {scope}"),
+                );
+                body.identity = Some(identity);
+                body.scope = Some(scope);
+                (StatusCode::FORBIDDEN, body)
             }
             ApiError::NotFound(what) => {
                 (StatusCode::NOT_FOUND, ErrorBody::new(ErrorCode::NotFound, what))

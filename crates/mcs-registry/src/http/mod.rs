@@ -44,12 +44,16 @@ pub struct AppState {
     pub ready_max_staleness: Option<Duration>,
     /// Turns true when the process is shutting down; long-polls end early.
     pub shutdown: watch::Receiver<bool>,
+    /// The trust domain of `--authz spiffe` (`crate::authz`); `None`: every
+    /// caller may write anything.
+    pub spiffe_trust_domain: Option<String>,
 }
 
 /// The public API router.
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.max_body_bytes;
-    Router::new()
+    let authz = state.spiffe_trust_domain.is_some();
+    let routes = Router::new()
         .route("/v1/pools", post(writes::register_pool).get(lists::pools))
         .route("/v1/pools/{pool_id}", axum::routing::delete(writes::withdraw_pool))
         .route("/v1/routers", post(writes::register_router).get(lists::routers))
@@ -67,7 +71,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/imports", get(lists::imports))
         // Unversioned aliases of the Global Discovery Service's paths.
         .route("/pools", post(writes::register_pool).get(lists::pools))
-        .route("/routers", get(lists::routers))
+        .route("/routers", get(lists::routers));
+    // Under --authz spiffe, the lists and writes need an identity of the
+    // trust domain (a route layer: it sees the matched route, for the
+    // denials); the probes and the document added after it do not.
+    let routes = if authz {
+        routes
+            .route_layer(middleware::from_fn_with_state(state.clone(), crate::authz::authenticate))
+    } else {
+        routes
+    };
+    routes
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi::serve))

@@ -32,7 +32,9 @@ registry's first full read of storage. Integers are written without a fraction o
 schemas (`if`/`then`). Those it cannot state are answered `422` as well: a heartbeat \
 interval below its lease, distinct port names, a body's `cluster_id` equal to the path's, \
 `timeout_secs` only with `watch=true`, a withdrawal's `generation` only with `incarnation`, \
-a client's `generation` at most `--max-generation-ahead-secs` ahead of the registry's clock.";
+a client's `generation` at most `--max-generation-ahead-secs` ahead of the registry's clock. \
+With `--authz spiffe`, lists and writes answer `403` to a client certificate whose identity \
+may not read or write what it asked for.";
 
 #[derive(OpenApi)]
 #[openapi(
@@ -238,6 +240,7 @@ fn list(schema: &str, id: &str) -> OperationBuilder {
                 .description("the fingerprint matches `If-None-Match` (after the watch, if any)")
                 .header("ETag", etag()),
         )
+        .response("403", forbidden("read"))
         .response("422", error("a query parameter is invalid"))
         .response(
             "503",
@@ -282,6 +285,7 @@ fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuil
             "409",
             error("`stale_generation`: a newer generation is stored; `owned`: another incarnation holds the live lease"),
         )
+        .response("403", forbidden("write this record"))
         .response("422", error("a value breaks a rule; `field` names it"))
         .response(
             "503",
@@ -334,6 +338,14 @@ fn status_object(properties: &[(&str, Type)]) -> ObjectBuilder {
 }
 
 /// `503` past `--max-connections`, which any route may answer.
+/// `403` of `--authz spiffe` (docs/api.md, Authorization).
+fn forbidden(what: &str) -> ApiResponse {
+    error(&format!(
+        "`forbidden` (with `--authz spiffe` only): the identity of the client certificate may \
+         not {what}; `identity` and `scope` say who and what. Nothing is stored"
+    ))
+}
+
 fn too_many_connections() -> ApiResponse {
     unavailable("too many connections are open; retry later")
 }

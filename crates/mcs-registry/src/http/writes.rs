@@ -4,6 +4,7 @@
 use super::AppState;
 use super::error::ApiError;
 use super::extract::{Segments, ValidJson, ValidQuery};
+use crate::authz::{Caller, Scope};
 use crate::registrar::Intent;
 use axum::Json;
 use axum::extract::State;
@@ -24,8 +25,10 @@ fn label(field: &str, value: &str) -> Result<Label, ApiError> {
 
 pub(super) async fn register_pool(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     ValidJson(reg): ValidJson<PoolRegistration>,
 ) -> AppResult<PoolRegistered> {
+    caller.allow(Scope::Cluster(reg.pool_key.cluster_id.as_str()))?;
     let pool = reg.to_pool();
     let pool_id = pool.pool_id.clone();
     let record = state
@@ -48,8 +51,10 @@ pub(super) async fn register_pool(
 
 pub(super) async fn register_router(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     ValidJson(reg): ValidJson<RouterRegistration>,
 ) -> AppResult<RouterRegistered> {
+    caller.allow(Scope::Routers)?;
     let router_id = reg.router_id.clone();
     let record = state
         .registrar
@@ -71,9 +76,11 @@ pub(super) async fn register_router(
 
 pub(super) async fn register_cluster(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments(cluster_id): Segments<String>,
     ValidJson(reg): ValidJson<ClusterRegistration>,
 ) -> AppResult<ClusterRegistered> {
+    caller.allow(Scope::Cluster(&cluster_id))?;
     let cluster_id = label("cluster_id", &cluster_id)?;
     reg.check_path(&cluster_id)?;
     let record = state
@@ -103,9 +110,11 @@ fn export_key(cluster_id: &str, namespace: &str, name: &str) -> Result<ExportKey
 
 pub(super) async fn put_export(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments((cluster_id, namespace, name)): Segments<(String, String, String)>,
     ValidJson(req): ValidJson<ExportRequest>,
 ) -> AppResult<ExportAccepted> {
+    caller.allow(Scope::Cluster(&cluster_id))?;
     let key = export_key(&cluster_id, &namespace, &name)?;
     let record = state
         .registrar
@@ -134,19 +143,35 @@ async fn withdraw(state: &AppState, key: Key, query: Withdrawal) -> AppResult<Wi
 
 pub(super) async fn withdraw_pool(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments(pool_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
     let pool_id =
         PoolId::parse(&pool_id).map_err(|e| ApiError::Invalid(FieldError::new("pool_id", e)))?;
-    withdraw(&state, Key::Pool { pool_id }, query).await
+    let key = Key::Pool { pool_id };
+    if caller.is_restricted() {
+        // The pool's cluster is in the stored record. A pool id is a hash of
+        // its key, cluster included, so every record of this id names the
+        // same cluster: the check cannot race a later write.
+        match state.registrar.lookup(&key).await?.map(|record| record.body) {
+            Some(Body::Pool(pool)) => {
+                caller.allow(Scope::Cluster(pool.pool_key.cluster_id.as_str()))?
+            }
+            // Unknown or withdrawn: what the withdrawal itself would answer.
+            _ => return Err(ApiError::Write(crate::registrar::WriteError::NotFound(key))),
+        }
+    }
+    withdraw(&state, key, query).await
 }
 
 pub(super) async fn withdraw_router(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments(router_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
+    caller.allow(Scope::Routers)?;
     let router_id =
         RouterId::new(router_id).map_err(|e| ApiError::Invalid(FieldError::new("router_id", e)))?;
     withdraw(&state, Key::Router { router_id }, query).await
@@ -154,18 +179,22 @@ pub(super) async fn withdraw_router(
 
 pub(super) async fn withdraw_cluster(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments(cluster_id): Segments<String>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
+    caller.allow(Scope::Cluster(&cluster_id))?;
     let cluster_id = label("cluster_id", &cluster_id)?;
     withdraw(&state, Key::Cluster { cluster_id }, query).await
 }
 
 pub(super) async fn withdraw_export(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Segments((cluster_id, namespace, name)): Segments<(String, String, String)>,
     ValidQuery(query): ValidQuery<Withdrawal>,
 ) -> AppResult<Withdrawn> {
+    caller.allow(Scope::Cluster(&cluster_id))?;
     let key = export_key(&cluster_id, &namespace, &name)?;
     withdraw(&state, Key::Export(key), query).await
 }

@@ -40,6 +40,7 @@ async fn served(extra: &[&str]) -> Served {
         settings,
         "api",
         stop.subscribe(),
+        None,
     ));
     Served { addr, stop }
 }

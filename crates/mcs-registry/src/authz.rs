@@ -1,0 +1,260 @@
+//! Writer authorization under `--authz spiffe` (docs/design.md §12): the
+//! caller's identity is the URI SAN of its client certificate, a SPIFFE ID
+//! of the configured trust domain, and it decides what the caller may
+//! write:
+//!
+//! | identity                      | may                                                        |
+//! |-------------------------------|------------------------------------------------------------|
+//! | `spiffe://<td>/cluster/<id>`  | read; write `/v1/clusters/<id>`, its exports, pools of `<id>` |
+//! | `spiffe://<td>/router/<name>` | read; register and withdraw router replicas                |
+//! | `spiffe://<td>/admin/<name>`  | anything                                                   |
+//! | anything else, no URI SAN     | nothing: `403`                                             |
+//!
+//! Every check runs before the registrar is called, so nothing is stored
+//! on a `403`. Reads are checked by [`authenticate`], a layer of the API
+//! router; writes by the handlers, through [`Caller::allow`], since a pool's
+//! cluster is in its body (or, for a withdrawal, in the stored record).
+
+use crate::http::{ApiError, AppState};
+use crate::metrics as m;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+
+/// The URI SANs of a TLS client's certificate, attached to each request of
+/// its connection (`None` of a certificate: none presented).
+#[derive(Debug, Clone, Default)]
+pub struct PeerNames(pub Option<Arc<[String]>>);
+
+impl PeerNames {
+    /// The names of `certificate` (DER), the client's leaf.
+    pub fn of(certificate: Option<&[u8]>) -> Self {
+        Self(certificate.map(|der| crate::tls::der::uri_names(der).into()))
+    }
+}
+
+/// Who a caller is, under `--authz spiffe`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// `spiffe://<td>/cluster/<id>`.
+    Cluster(String),
+    /// `spiffe://<td>/router/<name>`.
+    Router(String),
+    /// `spiffe://<td>/admin/<name>`.
+    Admin(String),
+    /// Any other URI SAN, several of them, or another trust domain.
+    Other(String),
+    /// No client certificate, or one without a URI SAN.
+    Anonymous(&'static str),
+}
+
+impl Identity {
+    /// The identity the names of a peer's certificate give in `trust_domain`.
+    pub fn of(peer: &PeerNames, trust_domain: &str) -> Self {
+        let names = match &peer.0 {
+            None => return Identity::Anonymous("no client certificate"),
+            Some(names) => names,
+        };
+        let uri = match &names[..] {
+            [] => return Identity::Anonymous("a client certificate without a URI SAN"),
+            [uri] => uri,
+            several => return Identity::Other(several.join(", ")),
+        };
+        let path = uri
+            .strip_prefix("spiffe://")
+            .and_then(|rest| rest.strip_prefix(trust_domain))
+            .and_then(|rest| rest.strip_prefix('/'));
+        let Some((kind, name)) = path.and_then(|p| p.split_once('/')) else {
+            return Identity::Other(uri.clone());
+        };
+        let name_ok = !name.is_empty() && !name.contains(['/', '?', '#']);
+        match kind {
+            "cluster" if name_ok => Identity::Cluster(name.to_owned()),
+            "router" if name_ok => Identity::Router(name.to_owned()),
+            "admin" if name_ok => Identity::Admin(name.to_owned()),
+            _ => Identity::Other(uri.clone()),
+        }
+    }
+
+    /// The `identity` label of denials.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Identity::Cluster(_) => "cluster",
+            Identity::Router(_) => "router",
+            Identity::Admin(_) => "admin",
+            Identity::Other(_) => "other",
+            Identity::Anonymous(_) => "none",
+        }
+    }
+
+    /// Whether this identity may do what `scope` names.
+    pub fn may(&self, scope: &Scope<'_>) -> bool {
+        match (self, scope) {
+            (Identity::Admin(_), _) => true,
+            (Identity::Cluster(_) | Identity::Router(_), Scope::Read) => true,
+            (Identity::Cluster(own), Scope::Cluster(id)) => own == id,
+            (Identity::Router(_), Scope::Routers) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Identity::Cluster(id) => write!(f, "cluster {id}"),
+            Identity::Router(name) => write!(f, "router {name}"),
+            Identity::Admin(name) => write!(f, "admin {name}"),
+            Identity::Other(uri) => write!(f, "{uri} (not an identity of this trust domain)"),
+            Identity::Anonymous(what) => f.write_str(what),
+        }
+    }
+}
+
+/// What a request needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Any read.
+    Read,
+    /// Writing a cluster's lease, its exports or its pools.
+    Cluster(&'a str),
+    /// Registering or withdrawing router replicas.
+    Routers,
+}
+
+impl fmt::Display for Scope<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Read => f.write_str("read"),
+            Scope::Cluster(id) => write!(f, "write cluster {id} (its lease, exports and pools)"),
+            Scope::Routers => f.write_str("write router replicas"),
+        }
+    }
+}
+
+/// The caller of a request, for the handlers' checks: `None` without
+/// `--authz spiffe`.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    identity: Option<Identity>,
+    route: String,
+}
+
+impl Caller {
+    /// Whether writes are checked at all (`--authz spiffe`) and this caller
+    /// is not an admin: a check needing a lookup can be skipped otherwise.
+    pub fn is_restricted(&self) -> bool {
+        self.identity.as_ref().is_some_and(|i| !matches!(i, Identity::Admin(_)))
+    }
+
+    /// `Ok` when the caller may do what `scope` names; otherwise logs and
+    /// counts the denial and answers `403`.
+    pub fn allow(&self, scope: Scope<'_>) -> Result<(), ApiError> {
+        match &self.identity {
+            Some(identity) if !identity.may(&scope) => Err(deny(identity, &scope, &self.route)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn deny(identity: &Identity, scope: &Scope<'_>, route: &str) -> ApiError {
+    metrics::counter!(m::AUTHZ_DENIALS, "identity" => identity.kind(), "route" => route.to_owned())
+        .increment(1);
+    tracing::warn!(identity = %identity, scope = %scope, route, "request refused: not authorized");
+    ApiError::Forbidden { identity: identity.to_string(), scope: scope.to_string() }
+}
+
+fn route(parts: &Parts) -> String {
+    parts.extensions.get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned()
+}
+
+fn caller(parts: &Parts, state: &AppState) -> Caller {
+    let identity = state.spiffe_trust_domain.as_deref().map(|domain| {
+        Identity::of(parts.extensions.get::<PeerNames>().unwrap_or(&PeerNames(None)), domain)
+    });
+    Caller { identity, route: route(parts) }
+}
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(caller(parts, state))
+    }
+}
+
+/// A layer of the API router: under `--authz spiffe`, only the identities
+/// of the trust domain may send any request (reads included).
+pub async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    if let Err(error) = caller(&parts, &state).allow(Scope::Read) {
+        return error.into_response();
+    }
+    next.run(Request::from_parts(parts, body)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(names: &[&str]) -> Identity {
+        let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+        Identity::of(&PeerNames(Some(names.into())), "example.org")
+    }
+
+    #[test]
+    fn identities_of_the_trust_domain_and_everything_else() {
+        assert_eq!(id(&["spiffe://example.org/cluster/a"]), Identity::Cluster("a".into()));
+        assert_eq!(id(&["spiffe://example.org/router/r1"]), Identity::Router("r1".into()));
+        assert_eq!(id(&["spiffe://example.org/admin/ops"]), Identity::Admin("ops".into()));
+        for other in [
+            "spiffe://example.com/cluster/a",
+            "spiffe://example.org.evil/cluster/a",
+            "spiffe://example.org/cluster/a/b",
+            "spiffe://example.org/cluster/",
+            "spiffe://example.org/pool/a",
+            "https://example.org/cluster/a",
+        ] {
+            assert_eq!(id(&[other]).kind(), "other", "{other}");
+        }
+        let two = id(&["spiffe://example.org/admin/a", "spiffe://example.org/cluster/b"]);
+        assert_eq!(two.kind(), "other");
+        assert_eq!(id(&[]).kind(), "none");
+        assert_eq!(Identity::of(&PeerNames(None), "example.org").kind(), "none");
+    }
+
+    #[test]
+    fn the_rules_of_each_identity() {
+        let cluster = Identity::Cluster("a".into());
+        let router = Identity::Router("r".into());
+        let admin = Identity::Admin("ops".into());
+        let other = Identity::Other("x".into());
+        let table = [
+            (&cluster, Scope::Read, true),
+            (&cluster, Scope::Cluster("a"), true),
+            (&cluster, Scope::Cluster("b"), false),
+            (&cluster, Scope::Routers, false),
+            (&router, Scope::Read, true),
+            (&router, Scope::Routers, true),
+            (&router, Scope::Cluster("a"), false),
+            (&admin, Scope::Cluster("b"), true),
+            (&admin, Scope::Routers, true),
+            (&other, Scope::Read, false),
+            (&Identity::Anonymous("none"), Scope::Read, false),
+        ];
+        for (identity, scope, want) in table {
+            assert_eq!(identity.may(&scope), want, "{identity} {scope}");
+        }
+    }
+}

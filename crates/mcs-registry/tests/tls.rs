@@ -1,0 +1,670 @@
+//! TLS, mTLS and writer authorization against the built binary
+//! (docs/design.md §12): certificates made here (tests/tls/pki.rs), a TLS
+//! client of tokio-rustls speaking HTTP/1.1 by hand.
+
+#![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
+
+#[path = "tls/pki.rs"]
+mod pki;
+
+use mcs_testkit::{RegistryProcess, eventually, fixtures};
+use pki::{Ca, Dir, Leaf};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+type Stream = TlsStream<TcpStream>;
+
+const REGISTRY: &str = env!("CARGO_BIN_EXE_mcs-registry");
+
+/// How long a change of the files may take to show (the registry reads
+/// them every second).
+const RELOAD: Duration = Duration::from_secs(15);
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// A client trusting `ca`, presenting `identity` when given, offering `alpn`.
+fn client(ca: &Ca, identity: Option<&Leaf>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der()).unwrap();
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some(leaf) => builder.with_client_auth_cert(vec![leaf.der()], leaf.key()).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+const H1: &[&[u8]] = &[b"http/1.1"];
+
+async fn connect(addr: &str, config: &Arc<ClientConfig>) -> std::io::Result<Stream> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("localhost").unwrap();
+    tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await
+}
+
+/// Sends one HTTP/1.1 request on `stream` (kept alive) and reads the
+/// response: status and JSON body (`null` when empty).
+async fn send(
+    stream: &mut Stream,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> std::io::Result<(u16, Value)> {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.flush().await?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + 4 + len {
+                let status = head[9..12].parse().unwrap();
+                let body = &buf[end + 4..end + 4 + len];
+                let json = if body.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(body).unwrap()
+                };
+                return Ok((status, json));
+            }
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// One request on a connection of its own.
+async fn call(
+    addr: &str,
+    config: &Arc<ClientConfig>,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> std::io::Result<(u16, Value)> {
+    let mut stream = connect(addr, config).await?;
+    send(&mut stream, method, path, body).await
+}
+
+/// A registry with `flags`, waited ready on its plaintext admin port;
+/// answers it and its API address (`host:port`).
+async fn start(flags: &[&str]) -> (RegistryProcess, String) {
+    let registry = RegistryProcess::start_listening(REGISTRY, flags).await;
+    let http = reqwest::Client::new();
+    let readyz = format!("{}/readyz", registry.admin_url());
+    eventually(Duration::from_secs(20), "ready", async || {
+        http.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    let addr = registry.api_url().strip_prefix("http://").unwrap().to_owned();
+    (registry, addr)
+}
+
+async fn metrics(registry: &RegistryProcess) -> String {
+    reqwest::get(format!("{}/metrics", registry.admin_url())).await.unwrap().text().await.unwrap()
+}
+
+/// The value of the series `series` (name and labels as exported).
+fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Server files in `dir`: `cert.pem`, `key.pem`; answers the flags.
+fn server_files(dir: &Dir, leaf: &Leaf) -> Vec<String> {
+    vec![
+        "--tls-cert-path".into(),
+        dir.write("cert.pem", &leaf.cert_pem),
+        "--tls-key-path".into(),
+        dir.write("key.pem", &leaf.key_pem),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_on_the_api_port_with_alpn_and_a_plaintext_admin_port() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("tls");
+    let flags = server_files(&dir, &ca.server("server"));
+    let (registry, addr) = start(&strs(&flags)).await;
+
+    let (status, body) =
+        call(&addr, &client(&ca, None, H1), "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["complete"], json!(true));
+    // ALPN: h2 when offered, else HTTP/1.1.
+    let h2 = connect(&addr, &client(&ca, None, &[b"h2", b"http/1.1"])).await.unwrap();
+    assert_eq!(h2.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let h1 = connect(&addr, &client(&ca, None, H1)).await.unwrap();
+    assert_eq!(h1.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    // TLS 1.2 only is accepted too.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der()).unwrap();
+    let tls12 = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let (status, _) = call(&addr, &Arc::new(tls12), "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 200);
+    // Plain HTTP on the API port gets no answer.
+    assert!(reqwest::get(registry.api_url()).await.is_err());
+    // A client not trusting the registry's CA refuses it.
+    let other = Ca::new("other");
+    assert!(call(&addr, &client(&other, None, H1), "GET", "/v1/pools", None).await.is_err());
+
+    let text = metrics(&registry).await;
+    assert!(value(&text, "mcs_tls_handshakes_total{listener=\"api\",outcome=\"ok\"}") >= 4.0);
+    assert!(value(&text, "mcs_tls_handshakes_total{listener=\"api\",outcome=\"error\"}") >= 2.0);
+    let expiry = value(
+        &text,
+        "mcs_tls_certificate_expiry_timestamp_seconds{certificate=\"server\",index=\"0\"}",
+    );
+    // rcgen's default notAfter, 4096-01-01 (`date -d 4096-01-01Z +%s`).
+    assert_eq!(expiry, 67_090_118_400.0, "{text}");
+}
+
+/// One GET over HTTP/2 on `sender`: status and JSON body.
+async fn h2_request(
+    sender: &mut h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+) -> (u16, Value) {
+    let request = axum::http::Request::get(format!("https://localhost{path}")).body(()).unwrap();
+    let (response, _) = sender.send_request(request, true).unwrap();
+    let response = response.await.unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Starts HTTP/2 on `stream` and sends one GET.
+async fn h2_get(stream: Stream, path: &str) -> (u16, Value) {
+    let (mut sender, connection) = h2::client::handshake(stream).await.unwrap();
+    tokio::spawn(connection);
+    h2_request(&mut sender, path).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_by_alpn_serves_requests() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("h2");
+    let flags = server_files(&dir, &ca.server("server"));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let stream = connect(&addr, &client(&ca, None, &[b"h2"])).await.unwrap();
+    let (mut sender, connection) = h2::client::handshake(stream).await.unwrap();
+    tokio::spawn(connection);
+    for _ in 0..2 {
+        let (status, list) = h2_request(&mut sender, "/v1/pools").await;
+        assert_eq!(status, 200, "{list}");
+        assert_eq!(list["complete"], json!(true));
+    }
+}
+
+/// Sends the head of a POST whose body is `len` bytes and the body, then
+/// reads the response, as an ordinary client does: a failed write fails it.
+async fn upload(addr: &str, config: &Arc<ClientConfig>, len: usize) -> Result<String, String> {
+    let mut stream = connect(addr, config).await.map_err(|e| e.to_string())?;
+    let head = format!(
+        "POST /v1/pools HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {len}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.map_err(|e| format!("writing the head: {e}"))?;
+    let chunk = vec![b' '; 64 * 1024];
+    let mut sent = 0;
+    while sent < len {
+        let n = chunk.len().min(len - sent);
+        stream.write_all(&chunk[..n]).await.map_err(|e| format!("after {sent} bytes: {e}"))?;
+        sent += n;
+    }
+    stream.flush().await.map_err(|e| format!("flushing: {e}"))?;
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response));
+    match read.await {
+        Ok(Ok(_)) => Ok(String::from_utf8_lossy(&response).into_owned()),
+        Ok(Err(e)) => Err(format!("reading the response ({} bytes read): {e}", response.len())),
+        Err(_) => Err("no response within 10 s".into()),
+    }
+}
+
+/// The lingering close of docs/design.md §5 on the TLS stream: the 413 of
+/// an upload the registry did not read reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_uploading_too_much_reads_the_413() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("linger");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--max-body-bytes", "65536"].map(str::to_owned));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    let mut failures = Vec::new();
+    for round in 0..10 {
+        match upload(&addr, &config, 4 << 20).await {
+            Ok(response) if response.starts_with("HTTP/1.1 413") => {}
+            Ok(response) => failures.push(format!("round {round}: {:.60}", response)),
+            Err(e) => failures.push(format!("round {round}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{} of 10 uploads lost the 413: {failures:#?}", failures.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_past_the_cap_is_answered_503() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("cap");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--max-connections", "1", "--max-watches", "1"].map(str::to_owned));
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    let mut held = connect(&addr, &config).await.unwrap();
+    assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
+    let (status, body) = call(&addr, &config, "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    // Over HTTP/2 too.
+    let stream = connect(&addr, &client(&ca, None, &[b"h2"])).await.unwrap();
+    let (status, body) = h2_get(stream, "/v1/pools").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(send(&mut held, "GET", "/v1/pools", None).await.unwrap().0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_tls_serves_the_admin_port_with_the_same_certificate() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("admin-tls");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.push("--admin-tls".into());
+    let registry = RegistryProcess::start_listening(REGISTRY, &strs(&flags)).await;
+    let admin = registry.admin_url().strip_prefix("http://").unwrap().to_owned();
+    let (status, _) = call(&admin, &client(&ca, None, H1), "GET", "/healthz", None).await.unwrap();
+    assert_eq!(status, 200);
+    assert!(reqwest::get(format!("{}/healthz", registry.admin_url())).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mtls_wants_a_valid_client_certificate_of_the_client_ca() {
+    let ca = Ca::new("ca");
+    let clients = Ca::new("clients");
+    let dir = Dir::new("mtls");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--tls-client-ca-cert-path".into(), dir.write("clients.pem", &clients.pem())]);
+    let (registry, addr) = start(&strs(&flags)).await;
+
+    let good = clients.client(&["spiffe://example.org/cluster/a"], None);
+    let (status, _) =
+        call(&addr, &client(&ca, Some(&good), H1), "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 200);
+    let refused = [
+        ("no certificate", client(&ca, None, H1)),
+        ("another CA", client(&ca, Some(&Ca::new("evil").client(&[], None)), H1)),
+        ("expired", client(&ca, Some(&clients.client(&[], Some((2020, 1, 1)))), H1)),
+    ];
+    for (what, config) in &refused {
+        let result = call(&addr, config, "GET", "/v1/pools", None).await;
+        assert!(result.is_err(), "{what}: {result:?}");
+    }
+    let text = metrics(&registry).await;
+    let refused_count =
+        value(&text, "mcs_tls_handshakes_total{listener=\"api\",outcome=\"client_certificate\"}");
+    assert_eq!(refused_count, 3.0, "{text}");
+    assert!(text.contains(
+        "mcs_tls_certificate_expiry_timestamp_seconds{certificate=\"client_ca\",index=\"0\"}"
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_server_certificate_is_served_refused_and_its_expiry_exported() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("expired");
+    let flags = server_files(&dir, &ca.server_until("server", (2021, 6, 1)));
+    let (registry, addr) = start(&strs(&flags)).await;
+    let result = call(&addr, &client(&ca, None, H1), "GET", "/v1/pools", None).await;
+    let error = result.unwrap_err().to_string();
+    assert!(error.to_lowercase().contains("expired"), "{error}");
+    let text = metrics(&registry).await;
+    let expiry = value(
+        &text,
+        "mcs_tls_certificate_expiry_timestamp_seconds{certificate=\"server\",index=\"0\"}",
+    );
+    // 2021-06-01T00:00:00Z (`date -d 2021-06-01Z +%s`).
+    assert_eq!(expiry, 1_622_505_600.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_ca_admits_its_clients_without_restart() {
+    let ca = Ca::new("ca");
+    let (old, new) = (Ca::new("clients-1"), Ca::new("clients-2"));
+    let dir = Dir::new("ca-rotate");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--tls-client-ca-cert-path".into(), dir.write("clients.pem", &old.pem())]);
+    let (_registry, addr) = start(&strs(&flags)).await;
+    let of_old = client(&ca, Some(&old.client(&[], None)), H1);
+    let of_new = client(&ca, Some(&new.client(&[], None)), H1);
+    assert_eq!(call(&addr, &of_old, "GET", "/v1/pools", None).await.unwrap().0, 200);
+    assert!(call(&addr, &of_new, "GET", "/v1/pools", None).await.is_err());
+
+    dir.write("clients.pem", &new.pem());
+    eventually(RELOAD, "the new client CA admits its clients", async || {
+        call(&addr, &of_new, "GET", "/v1/pools", None).await.is_ok()
+    })
+    .await;
+    assert!(call(&addr, &of_old, "GET", "/v1/pools", None).await.is_err(), "the old CA is gone");
+}
+
+/// The DER of the certificate a new handshake presents.
+async fn presented(addr: &str, config: &Arc<ClientConfig>) -> Vec<u8> {
+    let stream = connect(addr, config).await.unwrap();
+    stream.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_files_serve_new_handshakes_and_broken_ones_keep_the_old() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("rotate");
+    let first = ca.server("first");
+    let flags = server_files(&dir, &first);
+    let (registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    assert_eq!(presented(&addr, &config).await, first.der().to_vec());
+    let mut established = connect(&addr, &config).await.unwrap();
+    assert_eq!(send(&mut established, "GET", "/v1/pools", None).await.unwrap().0, 200);
+
+    // Swap both files, as cert-manager and the kubelet do.
+    let second = ca.server("second");
+    dir.write("cert.pem", &second.cert_pem);
+    dir.write("key.pem", &second.key_pem);
+    eventually(RELOAD, "new handshakes present the new certificate", async || {
+        presented(&addr, &config).await == second.der().to_vec()
+    })
+    .await;
+    // The connection made before is untouched.
+    assert_eq!(send(&mut established, "GET", "/v1/pools", None).await.unwrap().0, 200);
+    assert_eq!(
+        established.get_ref().1.peer_certificates().unwrap()[0].to_vec(),
+        first.der().to_vec()
+    );
+
+    // A broken certificate file: the second stays, the failure is counted.
+    dir.write("cert.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
+    let series = "mcs_tls_reload_failures_total";
+    eventually(RELOAD, "the reload failure counted", async || {
+        value(&metrics(&registry).await, series) >= 1.0
+    })
+    .await;
+    assert_eq!(presented(&addr, &config).await, second.der().to_vec());
+    assert_eq!(value(&metrics(&registry).await, series), 1.0, "counted once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_sends_nothing_is_cut_after_the_handshake_timeout() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("timeout");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(["--tls-handshake-timeout-secs".into(), "1".into()]);
+    let (registry, addr) = start(&strs(&flags)).await;
+    let mut silent = TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    // The registry closes it (EOF or reset); a generous bound, not a timing.
+    let read = tokio::time::timeout(Duration::from_secs(20), silent.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed by the registry: {read:?}");
+    let text = metrics(&registry).await;
+    assert_eq!(value(&text, "mcs_tls_handshakes_total{listener=\"api\",outcome=\"timeout\"}"), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_tls_connections() {
+    let ca = Ca::new("ca");
+    let dir = Dir::new("drain");
+    let flags = server_files(&dir, &ca.server("server"));
+    let (registry, addr) = start(&strs(&flags)).await;
+    let config = client(&ca, None, H1);
+    let mut stream = connect(&addr, &config).await.unwrap();
+    let (_, list) = send(&mut stream, "GET", "/v1/pools", None).await.unwrap();
+    let fingerprint = list["fingerprint"].as_str().unwrap().to_owned();
+    // A long-poll in flight on a TLS connection when SIGTERM comes.
+    let watch = tokio::spawn(async move {
+        let path = format!("/v1/pools?watch=true&timeout_secs=60&fingerprint={fingerprint}");
+        send(&mut stream, "GET", &path, None).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(registry.terminate().await, Some(0));
+    let answered = watch.await.unwrap();
+    assert!(answered.is_ok(), "the long-poll was answered before exit: {answered:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inconsistent_tls_flags_exit_2_naming_them_and_missing_files_exit_1() {
+    for (flags, want, code) in [
+        (vec!["--tls-cert-path", "c.pem"], "--tls-key-path", 2),
+        (vec!["--authz", "spiffe"], "--tls-client-ca-cert-path", 2),
+        (
+            vec!["--tls-cert-path", "/nonexistent/c.pem", "--tls-key-path", "/nonexistent/k.pem"],
+            "--tls-cert-path",
+            1,
+        ),
+    ] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcs-registry"))
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(&flags)
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{flags:?}: {stderr}");
+        assert!(stderr.contains(want), "{flags:?}: {stderr}");
+    }
+}
+
+mod authz {
+    use super::*;
+
+    /// Every section's fingerprint, as an admin reads them.
+    async fn fingerprints(addr: &str, admin: &Arc<ClientConfig>) -> Vec<Value> {
+        let mut all = Vec::new();
+        for section in ["pools", "routers", "clusters", "exports"] {
+            let (status, body) =
+                call(addr, admin, "GET", &format!("/v1/{section}"), None).await.unwrap();
+            assert_eq!(status, 200, "{body}");
+            all.push(body["fingerprint"].clone());
+        }
+        all
+    }
+
+    /// A write: method, path, body, the identities allowed in the order
+    /// they write.
+    type Row = (&'static str, String, Option<Value>, Vec<&'static str>);
+
+    /// Each row: every identity not allowed gets 403 and nothing is stored;
+    /// then each allowed one writes. Answers the last pool id registered.
+    async fn run(
+        addr: &str,
+        identities: &[(&str, &Arc<ClientConfig>)],
+        admin: &Arc<ClientConfig>,
+        table: Vec<Row>,
+    ) -> Option<String> {
+        let mut pool_path = None;
+        for (method, path, body, allowed) in table {
+            let before = fingerprints(addr, admin).await;
+            for (name, config) in identities.iter().filter(|(n, _)| !allowed.contains(n)) {
+                let (status, reply) =
+                    call(addr, config, method, &path, body.as_ref()).await.unwrap();
+                assert_eq!(status, 403, "{name} {method} {path}: {reply}");
+                assert_eq!(reply["error"], json!("forbidden"), "{reply}");
+                assert!(reply["identity"].is_string() && reply["scope"].is_string(), "{reply}");
+            }
+            assert_eq!(
+                fingerprints(addr, admin).await,
+                before,
+                "nothing stored on 403: {method} {path}"
+            );
+            for name in &allowed {
+                let config = identities.iter().find(|(n, _)| n == name).unwrap().1;
+                let (status, reply) =
+                    call(addr, config, method, &path, body.as_ref()).await.unwrap();
+                assert_eq!(status, 200, "{name} {method} {path}: {reply}");
+                if let Some(id) = reply["pool_id"].as_str() {
+                    pool_path = Some(format!("/v1/pools/{id}"));
+                }
+            }
+        }
+        pool_path
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_identity_against_each_write_route() {
+        let ca = Ca::new("ca");
+        let clients = Ca::new("clients");
+        let dir = Dir::new("authz");
+        let mut flags = server_files(&dir, &ca.server("server"));
+        flags.extend(
+            [
+                "--tls-client-ca-cert-path",
+                &dir.write("clients.pem", &clients.pem()),
+                "--authz",
+                "spiffe",
+                "--spiffe-trust-domain",
+                "example.org",
+            ]
+            .map(str::to_owned),
+        );
+        let (registry, addr) = start(&strs(&flags)).await;
+        let id = |uris: &[&str]| client(&ca, Some(&clients.client(uris, None)), H1);
+        let cluster_a = id(&["spiffe://example.org/cluster/a"]);
+        let cluster_b = id(&["spiffe://example.org/cluster/b"]);
+        let router = id(&["spiffe://example.org/router/gr-0"]);
+        let admin = id(&["spiffe://example.org/admin/ops"]);
+        let foreign = id(&["spiffe://evil.org/cluster/a"]);
+        let unknown = id(&["spiffe://example.org/pool/a"]);
+        let no_san = id(&[]);
+        let identities = [
+            ("cluster/a", &cluster_a),
+            ("cluster/b", &cluster_b),
+            ("router/gr-0", &router),
+            ("admin/ops", &admin),
+            ("evil.org", &foreign),
+            ("pool/a", &unknown),
+            ("no SAN", &no_san),
+        ];
+
+        // Reads: every identity of the trust domain; nothing else.
+        for (name, config) in identities {
+            let (status, body) = call(&addr, config, "GET", "/v1/pools", None).await.unwrap();
+            let allowed = !matches!(name, "evil.org" | "pool/a" | "no SAN");
+            assert_eq!(status, if allowed { 200 } else { 403 }, "{name} reads: {body}");
+        }
+
+        let pool = fixtures::pool("a", "d", 1);
+        let export = fixtures::export("ClusterSetIP", "2026-12-01T00:00:00Z", "10.1.0.5");
+        let router_reg = fixtures::with(fixtures::router("gr-0"), json!({"incarnation": "r1"}));
+        let cluster_reg = fixtures::cluster("a-1");
+
+        // (method, path, body, the identities allowed, in the order they write).
+        let table: Vec<Row> = vec![
+            ("PUT", "/v1/clusters/a".into(), Some(cluster_reg), vec!["cluster/a", "admin/ops"]),
+            (
+                "PUT",
+                "/v1/clusters/a/exports/llm/web".into(),
+                Some(export),
+                vec!["cluster/a", "admin/ops"],
+            ),
+            ("POST", "/v1/pools".into(), Some(pool.clone()), vec!["cluster/a", "admin/ops"]),
+            ("POST", "/pools".into(), Some(pool), vec!["cluster/a", "admin/ops"]),
+            ("POST", "/v1/routers".into(), Some(router_reg), vec!["router/gr-0", "admin/ops"]),
+            (
+                "DELETE",
+                "/v1/routers/gr-0?incarnation=r1".into(),
+                None,
+                vec!["router/gr-0", "admin/ops"],
+            ),
+        ];
+        let pool_path = run(&addr, &identities, &admin, table).await.unwrap();
+        run(
+            &addr,
+            &identities,
+            &admin,
+            vec![
+                ("DELETE", pool_path, None, vec!["cluster/a", "admin/ops"]),
+                (
+                    "DELETE",
+                    "/v1/clusters/a/exports/llm/web?incarnation=a-1".into(),
+                    None,
+                    vec!["cluster/a", "admin/ops"],
+                ),
+                (
+                    "DELETE",
+                    "/v1/clusters/a?incarnation=a-1".into(),
+                    None,
+                    vec!["cluster/a", "admin/ops"],
+                ),
+            ],
+        )
+        .await;
+
+        // A pool the registry does not know: its cluster cannot be checked,
+        // so a cluster identity gets the 404 the withdrawal would answer.
+        let unknown_pool = "/v1/pools/0123456789abcdef0123456789abcdef";
+        let (status, reply) = call(&addr, &cluster_b, "DELETE", unknown_pool, None).await.unwrap();
+        assert_eq!(status, 404, "{reply}");
+        // The 403's message names the identity and the scope.
+        let (status, reply) =
+            call(&addr, &cluster_b, "PUT", "/v1/clusters/a", Some(&fixtures::cluster("b")))
+                .await
+                .unwrap();
+        assert_eq!(status, 403);
+        assert_eq!(
+            reply["message"],
+            json!("identity cluster b may not write cluster a (its lease, exports and pools)")
+        );
+
+        let text = metrics(&registry).await;
+        assert!(
+            value(&text, "mcs_authz_denials_total{identity=\"cluster\",route=\"/v1/routers\"}")
+                >= 1.0,
+            "{text}"
+        );
+        assert!(
+            value(&text, "mcs_authz_denials_total{identity=\"none\",route=\"/v1/pools\"}") >= 1.0
+        );
+        assert!(
+            value(
+                &text,
+                "mcs_authz_denials_total{identity=\"other\",route=\"/v1/clusters/{cluster_id}\"}"
+            ) >= 1.0
+        );
+    }
+}
