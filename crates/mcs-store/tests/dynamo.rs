@@ -44,6 +44,10 @@ async fn new_store(name: &str) -> Option<DynamoStore> {
 
 fn quick(mut config: DynamoConfig) -> DynamoConfig {
     config.initial_backoff = Duration::from_millis(5);
+    // moto_server handles one request at a time and takes seconds over an
+    // item near the 400 KB limit on a loaded machine; the production 10 s
+    // would turn that wait into a spurious timeout.
+    config.attempt_timeout = Duration::from_secs(60);
     config
 }
 
