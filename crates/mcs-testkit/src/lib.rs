@@ -6,6 +6,7 @@
 //!  dynamo       the endpoint rule, unique tables, the SDK config and clients
 //!  moto         a moto_server of a test's own (the venv scripts/with-moto.sh makes)
 //!  eventually   polling until a condition holds
+//!  fake         FakeRegistry: the real router in-process, with faults (feature `fake`)
 //!  fixtures     JSON bodies of pools, routers and exports
 //!  metrics      an in-memory `metrics` recorder
 //!  multiregion  regional tables, a replicator between them, a registry per region
@@ -16,6 +17,8 @@
 
 pub mod dynamo;
 mod eventually;
+#[cfg(feature = "fake")]
+pub mod fake;
 pub mod fixtures;
 pub mod metrics;
 pub mod moto;
