@@ -1,6 +1,8 @@
 //! Every endpoint, the typed errors and the retry rules, against the fake
 //! registry (the real router over the memory store).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed call should fail the test loudly
+
 mod common;
 
 use common::{client, cluster, config, export, export_key, pool, router};

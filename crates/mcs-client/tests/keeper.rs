@@ -2,6 +2,8 @@
 //! after the record is forgotten, a lease lost in an outage, withdrawal on
 //! shutdown.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed call should fail the test loudly
+
 mod common;
 
 use common::{client, cluster, pool};

@@ -1,6 +1,8 @@
 //! List-and-watch against the fake registry: the first complete list, each
 //! change once across cut connections, `complete` flips, cancellation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed call should fail the test loudly
+
 mod common;
 
 use common::{client, pool};
