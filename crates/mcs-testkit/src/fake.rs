@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Faults are counted down as they fire, so "the next two writes fail" is
-//! exact. The fake serves plain HTTP only (no TLS yet).
+//! exact. The fake serves plain HTTP, or TLS (with client certificates
+//! required when a client CA is given) with [`FakeRegistry::start_tls`];
+//! its TLS files are read once, at start.
 
 use axum::Router;
 use axum::body::Body;
@@ -26,11 +28,15 @@ use mcs_registry::config::{Args, Settings};
 use mcs_registry::http::router;
 use mcs_registry::server::Registry;
 use mcs_store::MemoryStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 /// How long a cut watch is held open before its connection is dropped.
@@ -90,6 +96,15 @@ impl FakeRegistry {
     /// Starts the fake with `extra` registry flags after its defaults (a
     /// later flag wins, as clap takes the last occurrence).
     pub async fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(extra, None).await
+    }
+
+    /// Starts the fake serving TLS with `tls` (`https://127.0.0.1:<port>`).
+    pub async fn start_tls(tls: &FakeTls) -> Self {
+        Self::start_on(&[], Some(tls.acceptor())).await
+    }
+
+    async fn start_on(extra: &[&str], tls: Option<TlsAcceptor>) -> Self {
         let argv: Vec<&str> = FLAGS.iter().chain(extra).copied().collect();
         let args = Args::try_parse_from(argv).expect("fake registry flags parse");
         let settings = Settings::from_args(&args).expect("fake registry flags are valid");
@@ -98,12 +113,13 @@ impl FakeRegistry {
         registry.reader.poll_once().await;
         let app = router(registry.state.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
-        let url = format!("http://{}", listener.local_addr().expect("local address"));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr().expect("local address"));
         let faults = Arc::new(Faults::default());
         faults.retry_after_secs.store(1, Ordering::SeqCst);
         let mut tasks = JoinSet::new();
         tasks.spawn(registry.reader.run(registry.shutdown.subscribe()));
-        tasks.spawn(accept(listener, app, faults.clone()));
+        tasks.spawn(accept(listener, tls, app, faults.clone()));
         Self { url, store, faults, registry_shutdown: registry.shutdown, tasks }
     }
 
@@ -170,22 +186,82 @@ impl Drop for FakeRegistry {
     }
 }
 
-async fn accept(listener: TcpListener, app: Router, faults: Arc<Faults>) {
+async fn accept(listener: TcpListener, tls: Option<TlsAcceptor>, app: Router, faults: Arc<Faults>) {
     // Dropping this set (the task aborted) drops every connection.
     let mut connections = JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let app = app.clone();
         let faults = faults.clone();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            handle(request, app.clone(), faults.clone())
-        });
+        let tls = tls.clone();
         connections.spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            match tls {
+                // A refused handshake just closes the connection.
+                Some(tls) => {
+                    if let Ok(stream) = tls.accept(stream).await {
+                        serve_connection(stream, app, faults).await;
+                    }
+                }
+                None => serve_connection(stream, app, faults).await,
+            }
         });
         while connections.try_join_next().is_some() {}
+    }
+}
+
+async fn serve_connection<S>(stream: S, app: Router, faults: Arc<Faults>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        handle(request, app.clone(), faults.clone())
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// The fake's TLS files: its certificate chain and key and, to require
+/// client certificates, the CA that signs them.
+#[derive(Debug, Clone)]
+pub struct FakeTls {
+    /// The server certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA of client certificates; `None` asks for none.
+    pub client_ca: Option<PathBuf>,
+}
+
+impl FakeTls {
+    fn acceptor(&self) -> TlsAcceptor {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.cert)
+            .expect("read the fake's certificate")
+            .collect::<Result<_, _>>()
+            .expect("parse the fake's certificate");
+        let key = PrivateKeyDer::from_pem_file(&self.key).expect("read the fake's key");
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("tls versions");
+        let builder = match &self.client_ca {
+            Some(ca) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_file_iter(ca).expect("read the client ca") {
+                    roots.add(cert.expect("parse the client ca")).expect("add the client ca");
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .expect("client verifier");
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let config = builder.with_single_cert(chain, key).expect("the fake's certificate and key");
+        TlsAcceptor::from(Arc::new(config))
     }
 }
 
