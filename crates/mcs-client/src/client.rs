@@ -124,7 +124,7 @@ impl Client {
 
     /// `POST /v1/pools`: registers (or renews) a pool.
     pub async fn register_pool(&self, pool: &PoolRegistration) -> Result<PoolRegistered, Error> {
-        self.retrying(|| self.write(Method::POST, &["v1", "pools"], None, Some(pool))).await
+        self.retrying(|| self.register_pool_once(pool)).await
     }
 
     /// `DELETE /v1/pools/{pool_id}`.
@@ -143,7 +143,7 @@ impl Client {
         &self,
         router: &RouterRegistration,
     ) -> Result<RouterRegistered, Error> {
-        self.retrying(|| self.write(Method::POST, &["v1", "routers"], None, Some(router))).await
+        self.retrying(|| self.register_router_once(router)).await
     }
 
     /// `DELETE /v1/routers/{router_id}`.
@@ -168,8 +168,7 @@ impl Client {
         cluster: &Label,
         registration: &ClusterRegistration,
     ) -> Result<ClusterRegistered, Error> {
-        let path = ["v1", "clusters", cluster.as_str()];
-        self.retrying(|| self.write(Method::PUT, &path, None, Some(registration))).await
+        self.retrying(|| self.register_cluster_once(cluster, registration)).await
     }
 
     /// `DELETE /v1/clusters/{cluster_id}`: its exports stop being served.
@@ -224,6 +223,32 @@ impl Client {
         polled.map(|(list, _)| list).ok_or_else(|| {
             Error::Config("the registry answered 304 to an unconditional list".into())
         })
+    }
+
+    /// One attempt of `POST /v1/pools` (the keeper's renewal).
+    pub(crate) async fn register_pool_once(
+        &self,
+        pool: &PoolRegistration,
+    ) -> Result<PoolRegistered, Error> {
+        self.write(Method::POST, &["v1", "pools"], None, Some(pool)).await
+    }
+
+    /// One attempt of `POST /v1/routers`.
+    pub(crate) async fn register_router_once(
+        &self,
+        router: &RouterRegistration,
+    ) -> Result<RouterRegistered, Error> {
+        self.write(Method::POST, &["v1", "routers"], None, Some(router)).await
+    }
+
+    /// One attempt of `PUT /v1/clusters/{cluster_id}`.
+    pub(crate) async fn register_cluster_once(
+        &self,
+        cluster: &Label,
+        registration: &ClusterRegistration,
+    ) -> Result<ClusterRegistered, Error> {
+        self.write(Method::PUT, &["v1", "clusters", cluster.as_str()], None, Some(registration))
+            .await
     }
 
     /// One attempt of a list request, conditional on `etag` and waiting
@@ -300,11 +325,7 @@ impl Client {
                 Err(error) if error.is_retryable() => error,
                 Err(error) => return Err(error),
             };
-            let retry_after = match &error {
-                Error::Unavailable { retry_after, .. } => *retry_after,
-                _ => None,
-            };
-            let delay = attempts.delay(retry_after);
+            let delay = attempts.delay(error.retry_after());
             if Instant::now() + delay > deadline {
                 return Err(error);
             }

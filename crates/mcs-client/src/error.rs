@@ -104,6 +104,14 @@ impl Error {
         matches!(self, Self::Unavailable { .. } | Self::Transport(_))
     }
 
+    /// The `Retry-After` of a `503`, if the registry sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     /// Builds the error of a non-2xx reply from its status, `Retry-After`
     /// and body (which may not be the registry's JSON, e.g. from a proxy).
     pub fn from_reply(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {

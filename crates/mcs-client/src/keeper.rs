@@ -40,24 +40,10 @@ pub enum Registration {
 impl Registration {
     /// One attempt of the registration (renewal); the granted lease.
     async fn register_once(&self, client: &Client) -> Result<Lease, Error> {
-        use reqwest::Method;
         Ok(match self {
-            Self::Pool(pool) => {
-                let r: mcs_api::PoolRegistered =
-                    client.write(Method::POST, &["v1", "pools"], None, Some(pool)).await?;
-                r.lease
-            }
-            Self::Router(router) => {
-                let r: mcs_api::RouterRegistered =
-                    client.write(Method::POST, &["v1", "routers"], None, Some(router)).await?;
-                r.lease
-            }
-            Self::Cluster(id, cluster) => {
-                let path = ["v1", "clusters", id.as_str()];
-                let r: mcs_api::ClusterRegistered =
-                    client.write(Method::PUT, &path, None, Some(cluster)).await?;
-                r.lease
-            }
+            Self::Pool(pool) => client.register_pool_once(pool).await?.lease,
+            Self::Router(router) => client.register_router_once(router).await?.lease,
+            Self::Cluster(id, cluster) => client.register_cluster_once(id, cluster).await?.lease,
         })
     }
 
@@ -226,12 +212,8 @@ async fn renew(
         } else {
             tracing::debug!(%error, "renewal failed");
         }
-        let retry_after = match &error {
-            Error::Unavailable { retry_after, .. } => *retry_after,
-            _ => None,
-        };
         // Retry soon, but never slower than the heartbeat itself.
-        wait = attempts.delay(retry_after).min(heartbeat(lease));
+        wait = attempts.delay(error.retry_after()).min(heartbeat(lease));
     }
 }
 

@@ -88,11 +88,7 @@ async fn run<L: Section>(
                 }
             }
             Err(error) if error.is_retryable() || matches!(error, Error::Server { .. }) => {
-                let retry_after = match &error {
-                    Error::Unavailable { retry_after, .. } => *retry_after,
-                    _ => None,
-                };
-                let delay = attempts.delay(retry_after);
+                let delay = attempts.delay(error.retry_after());
                 tracing::debug!(section = L::PATH, %error, delay_ms = delay.as_millis() as u64, "watch reconnecting");
                 tokio::select! {
                     _ = cancel.cancelled() => return,
