@@ -3,12 +3,14 @@
 use crate::backoff::{Attempts, Backoff};
 use crate::tls::Transport;
 use crate::{Error, Section};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full};
 use mcs_api::{
     ClusterList, ClusterRegistered, ClusterRegistration, ExportAccepted, ExportKey, ExportList,
     ExportRequest, ImportList, Label, PoolId, PoolList, PoolRegistered, PoolRegistration, RouterId,
     RouterList, RouterRegistered, RouterRegistration, Withdrawal, Withdrawn,
 };
-use reqwest::{Method, StatusCode, Url, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
@@ -84,7 +86,8 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Inner {
-    base: Url,
+    /// The base URL without a trailing `/`; paths are appended to it.
+    base: String,
     config: ClientConfig,
     transport: Transport,
 }
@@ -97,12 +100,14 @@ impl Client {
     /// A client for `config`; refuses an `http://` URL unless
     /// `allow_insecure_http`, and TLS files that do not load.
     pub fn new(config: ClientConfig) -> Result<Self, Error> {
-        let base = Url::parse(&config.base_url)
+        let uri: Uri = config
+            .base_url
+            .parse()
             .map_err(|e| Error::Config(format!("base url {:?}: {e}", config.base_url)))?;
-        match base.scheme() {
-            "https" => {}
-            "http" if config.allow_insecure_http => {}
-            "http" => {
+        match uri.scheme_str() {
+            Some("https") => {}
+            Some("http") if config.allow_insecure_http => {}
+            Some("http") => {
                 return Err(Error::Config(format!(
                     "base url {:?} is plain http: use https, or set allow_insecure_http",
                     config.base_url
@@ -110,9 +115,10 @@ impl Client {
             }
             other => return Err(Error::Config(format!("base url scheme {other:?} is not https"))),
         }
-        if base.cannot_be_a_base() {
-            return Err(Error::Config(format!("base url {:?} cannot be a base", config.base_url)));
+        if uri.query().is_some() {
+            return Err(Error::Config(format!("base url {:?} has a query", config.base_url)));
         }
+        let base = config.base_url.trim_end_matches('/').to_owned();
         let transport = Transport::new(config.clone())?;
         Ok(Self { inner: Arc::new(Inner { base, config, transport }) })
     }
@@ -258,26 +264,23 @@ impl Client {
         etag: Option<&str>,
         watch: Option<Duration>,
     ) -> Result<Polled<L>, Error> {
-        let mut url = self.url(&["v1", L::PATH]);
+        let mut path = self.path(&["v1", L::PATH]);
         let mut timeout = self.inner.config.request_timeout;
         if let Some(wait) = watch {
             let secs = wait.as_secs().max(1);
-            url.query_pairs_mut()
-                .append_pair("watch", "true")
-                .append_pair("timeout_secs", &secs.to_string());
+            path.push_str(&format!("?watch=true&timeout_secs={secs}"));
             timeout += Duration::from_secs(secs);
         }
-        let mut request = self.inner.transport.http().get(url).timeout(timeout);
+        let mut request = Request::get(path);
         if let Some(etag) = etag {
             request = request.header(header::IF_NONE_MATCH, etag);
         }
-        let response = request.send().await.map_err(Error::Transport)?;
-        if response.status() == StatusCode::NOT_MODIFIED {
+        let (status, headers, body) = self.send(request, None, timeout).await?;
+        if status == StatusCode::NOT_MODIFIED {
             return Ok(None);
         }
-        let etag =
-            response.headers().get(header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let list: L = decode(response).await?;
+        let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let list: L = decode(status, &headers, &body)?;
         // The registry always sends an ETag; rebuild its form if a proxy dropped it.
         let etag = etag.unwrap_or_else(|| {
             let suffix = if list.complete() { "" } else { "-incomplete" };
@@ -294,20 +297,51 @@ impl Client {
         query: Option<&Withdrawal>,
         body: Option<&B>,
     ) -> Result<R, Error> {
-        let mut request = self
-            .inner
-            .transport
-            .http()
-            .request(method, self.url(path))
-            .timeout(self.inner.config.request_timeout);
+        let mut path = self.path(path);
         if let Some(query) = query {
-            request = request.query(query);
+            let query = serde_urlencoded::to_string(query)
+                .map_err(|e| Error::Config(format!("withdrawal query: {e}")))?;
+            if !query.is_empty() {
+                path.push('?');
+                path.push_str(&query);
+            }
         }
-        if let Some(body) = body {
-            request = request.json(body);
+        let body = body
+            .map(|b| serde_json::to_vec(b).map_err(|e| Error::Config(format!("request body: {e}"))))
+            .transpose()?;
+        let request = Request::builder().method(method).uri(path);
+        let (status, headers, reply) =
+            self.send(request, body, self.inner.config.request_timeout).await?;
+        decode(status, &headers, &reply)
+    }
+
+    /// Sends one request and reads its whole reply within `timeout`.
+    async fn send(
+        &self,
+        request: http::request::Builder,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), Error> {
+        let request = match &body {
+            Some(_) => request.header(header::CONTENT_TYPE, "application/json"),
+            None => request,
+        };
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| Error::Config(format!("request: {e}")))?;
+        let http = self.inner.transport.http();
+        let exchange = async {
+            let response = http.request(request).await.map_err(|e| Error::Transport(e.into()))?;
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|e| Error::Transport(e.into()))?.to_bytes();
+            Ok((parts.status, parts.headers, body))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(reply) => reply,
+            Err(_) => Err(Error::Transport(
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time").into(),
+            )),
         }
-        let response = request.send().await.map_err(Error::Transport)?;
-        decode(response).await
     }
 
     /// Runs `attempt` until it succeeds, fails with an error that is not
@@ -334,11 +368,13 @@ impl Client {
         }
     }
 
-    fn url(&self, segments: &[&str]) -> Url {
+    /// The URL of `segments` under the base. Every segment is a DNS-1123
+    /// label or subdomain, or a hex pool id: nothing to percent-encode.
+    fn path(&self, segments: &[&str]) -> String {
         let mut url = self.inner.base.clone();
-        // `new` refused URLs that cannot be a base, so this always applies.
-        if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty().extend(segments);
+        for segment in segments {
+            url.push('/');
+            url.push_str(segment);
         }
         url
     }
@@ -355,26 +391,21 @@ fn export_path(key: &ExportKey) -> [&str; 6] {
     ]
 }
 
-/// The body of a 2xx reply, or the error of any other.
-async fn decode_raw(response: reqwest::Response) -> Result<Vec<u8>, Error> {
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    let bytes = response.bytes().await.map_err(Error::Transport)?;
-    if status.is_success() {
-        Ok(bytes.to_vec())
-    } else {
-        Err(Error::from_reply(status, retry_after, &bytes))
+/// The body of a 2xx reply, parsed, or the error of any other.
+fn decode<T: DeserializeOwned>(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, Error> {
+    if !status.is_success() {
+        let retry_after = headers
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        return Err(Error::from_reply(status, retry_after, body));
     }
-}
-
-async fn decode<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, Error> {
-    let bytes = decode_raw(response).await?;
-    serde_json::from_slice(&bytes).map_err(Error::Decode)
+    serde_json::from_slice(body).map_err(Error::Decode)
 }
 
 /// The lists' sections, so that one generic [`Client::list`] and

@@ -1,8 +1,8 @@
 //! The client's errors: kinds a caller branches on, decoded from the
 //! registry's JSON error body (`{error, message, field?, ...}`).
 
+use http::StatusCode;
 use mcs_api::{ErrorBody, ErrorCode};
-use reqwest::StatusCode;
 use std::time::Duration;
 
 /// Why a call failed.
@@ -55,7 +55,7 @@ pub enum Error {
     /// No reply: connection refused or cut, TLS failure, timeout, or a
     /// reply body that did not parse.
     #[error("transport: {0}")]
-    Transport(#[source] reqwest::Error),
+    Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A `2xx` reply whose body is not what the API promises.
     #[error("reply does not parse: {0}")]
     Decode(#[source] serde_json::Error),

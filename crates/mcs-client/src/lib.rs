@@ -7,7 +7,7 @@
 //!    │  a deadline); never a 4xx; errors are kinds (Error, Conflict)
 //!    ├── watch::<PoolList>(token) ─▶ Watch: first complete list, then each change
 //!    └── keep(Registration)        ─▶ LeaseHandle: renewals, Lost/Regained, withdraw
-//!  transport: reqwest + rustls on aws-lc-rs; CA bundle and client identity
+//!  transport: hyper + rustls on aws-lc-rs; CA bundle and client identity
 //!  reloaded when their files change; plain http only when asked for
 //! ```
 //!

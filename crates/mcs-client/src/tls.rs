@@ -1,13 +1,16 @@
-//! The HTTP client behind [`crate::Client`]: a reqwest client over a rustls
-//! configuration built here on the aws-lc-rs provider (the one the AWS SDK
-//! already brings; reqwest's own provider features, which pull ring, are
-//! off). With TLS files configured, it is rebuilt when they change (checked
+//! The HTTP client behind [`crate::Client`]: hyper-util's client over
+//! hyper-rustls, with a rustls configuration built here on the aws-lc-rs
+//! provider (the one the AWS SDK already brings; no ring, no OpenSSL). With TLS files configured, it is rebuilt when they change (checked
 //! at most every [`crate::ClientConfig::tls_reload_check`] by their
 //! modification time and length), so a rotated certificate is used by new
 //! connections without a restart; a broken new file keeps the old client
 //! and is tried again at the next check.
 
 use crate::{ClientConfig, Error, TlsFiles};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -18,14 +21,18 @@ use std::time::{Instant, SystemTime};
 /// What the TLS files looked like when the client was built.
 type Stamp = Vec<(PathBuf, Option<SystemTime>, u64)>;
 
+/// The HTTP/1.1 client of both schemes (`Client::new` checked the scheme).
+pub(crate) type Http =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 #[derive(Debug)]
 struct Built {
-    http: reqwest::Client,
+    http: Http,
     stamp: Stamp,
     checked: Instant,
 }
 
-/// The current reqwest client and the files it was built from.
+/// The current HTTP client and the files it was built from.
 #[derive(Debug)]
 pub(crate) struct Transport {
     config: ClientConfig,
@@ -40,7 +47,7 @@ impl Transport {
     }
 
     /// The client to use now, rebuilt first if the TLS files changed.
-    pub(crate) fn http(&self) -> reqwest::Client {
+    pub(crate) fn http(&self) -> Http {
         let mut built = match self.built.lock() {
             Ok(built) => built,
             Err(poisoned) => poisoned.into_inner(),
@@ -83,12 +90,17 @@ fn stamp(tls: Option<&TlsFiles>) -> Stamp {
         .collect()
 }
 
-fn build(config: &ClientConfig) -> Result<reqwest::Client, Error> {
-    reqwest::Client::builder()
-        .use_preconfigured_tls(rustls_config(config.tls.as_ref())?)
-        .connect_timeout(config.connect_timeout)
-        .build()
-        .map_err(Error::Transport)
+fn build(config: &ClientConfig) -> Result<Http, Error> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(config.connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(rustls_config(config.tls.as_ref())?)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    Ok(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector))
 }
 
 /// A rustls client configuration trusting only the CA bundle (no system

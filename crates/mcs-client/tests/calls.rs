@@ -156,3 +156,14 @@ async fn unreadable_tls_files_are_refused_at_construction() {
     let error = Client::new(config).unwrap_err();
     assert!(matches!(&error, Error::Config(m) if m.contains("/nonexistent/ca.crt")), "{error:?}");
 }
+
+#[tokio::test]
+async fn other_reqwest_clients_of_the_same_build_still_work() {
+    // The client's TLS must not switch on a reqwest rustls feature: unified
+    // into every reqwest of a build, `Client::new()` would panic for want of
+    // a process-wide crypto provider (mcs-admin, mcs-bench, the test kit).
+    let fake = FakeRegistry::start().await;
+    let reply =
+        reqwest::Client::new().get(format!("{}/v1/pools", fake.url())).send().await.unwrap();
+    assert!(reply.status().is_success());
+}
