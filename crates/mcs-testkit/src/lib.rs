@@ -6,6 +6,8 @@
 //!  dynamo       the endpoint rule, unique tables, the SDK config and clients
 //!  moto         a moto_server of a test's own (the venv scripts/with-moto.sh makes)
 //!  eventually   polling until a condition holds
+//!  fake         FakeRegistry: the real router in-process, with faults (feature `fake`)
+//!  pki          TestPki: a CA, server and client certificates from the openssl CLI (feature `fake`)
 //!  fixtures     JSON bodies of pools, routers and exports
 //!  metrics      an in-memory `metrics` recorder
 //!  multiregion  regional tables, a replicator between them, a registry per region
@@ -16,10 +18,14 @@
 
 pub mod dynamo;
 mod eventually;
+#[cfg(feature = "fake")]
+pub mod fake;
 pub mod fixtures;
 pub mod metrics;
 pub mod moto;
 pub mod multiregion;
+#[cfg(feature = "fake")]
+pub mod pki;
 pub mod process;
 
 pub use eventually::eventually;

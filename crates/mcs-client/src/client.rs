@@ -1,0 +1,433 @@
+//! The client: configuration, one method per endpoint, retries.
+
+use crate::backoff::{Attempts, Backoff};
+use crate::tls::Transport;
+use crate::{Error, Section};
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full};
+use mcs_api::{
+    ClusterList, ClusterRegistered, ClusterRegistration, ExportAccepted, ExportKey, ExportList,
+    ExportRequest, ImportList, Label, PoolId, PoolList, PoolRegistered, PoolRegistration, RouterId,
+    RouterList, RouterRegistered, RouterRegistration, Withdrawal, Withdrawn,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The TLS files of a client: the CA bundle that signs the registry's
+/// certificate and, for mTLS, the client's certificate chain and key (PEM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA certificates (PEM) trusted for the registry's certificate.
+    pub ca_bundle: PathBuf,
+    /// `(certificate chain, private key)` presented to the registry.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+}
+
+/// How a [`Client`] connects and retries.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The registry's base URL, `https://registry.example:8080`.
+    pub base_url: String,
+    /// TLS files; without them only system-less empty roots are trusted, so
+    /// an `https://` URL needs them.
+    pub tls: Option<TlsFiles>,
+    /// Allow a plain `http://` base URL (tests, a sidecar on loopback);
+    /// refused otherwise.
+    pub allow_insecure_http: bool,
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Time allowed for one attempt of a call (a watch adds its wait).
+    pub request_timeout: Duration,
+    /// How long a call keeps retrying `503`s and transport errors.
+    pub retry_deadline: Duration,
+    /// Delays between retries.
+    pub backoff: Backoff,
+    /// How long a watch waits on the registry for a change, per request.
+    pub watch_timeout: Duration,
+    /// How often at most the TLS files are checked for a change.
+    pub tls_reload_check: Duration,
+}
+
+impl ClientConfig {
+    /// Defaults for `base_url`: 5 s to connect, 10 s an attempt, retries
+    /// for 30 s, watches of 30 s, TLS files checked every 5 s.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            tls: None,
+            allow_insecure_http: false,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            retry_deadline: Duration::from_secs(30),
+            backoff: Backoff::default(),
+            watch_timeout: Duration::from_secs(30),
+            tls_reload_check: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A typed client of the registry's API; cheap to clone (one connection
+/// pool shared by the clones).
+///
+/// Every call retries `503` and transport errors with jittered
+/// exponential backoff (at least the `Retry-After` the registry sent)
+/// until [`ClientConfig::retry_deadline`], and never retries another
+/// status. Registrations are heartbeats, so retrying one is safe; a
+/// withdrawal retried after a lost reply may answer `404` (it was done).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The base URL without a trailing `/`; paths are appended to it.
+    base: String,
+    config: ClientConfig,
+    transport: Transport,
+}
+
+/// One reply to a list request: the list and its `ETag`, or `None` for a
+/// `304` (unchanged).
+pub(crate) type Polled<L> = Option<(L, String)>;
+
+impl Client {
+    /// A client for `config`; refuses an `http://` URL unless
+    /// `allow_insecure_http`, and TLS files that do not load.
+    pub fn new(config: ClientConfig) -> Result<Self, Error> {
+        let uri: Uri = config
+            .base_url
+            .parse()
+            .map_err(|e| Error::Config(format!("base url {:?}: {e}", config.base_url)))?;
+        match uri.scheme_str() {
+            Some("https") => {}
+            Some("http") if config.allow_insecure_http => {}
+            Some("http") => {
+                return Err(Error::Config(format!(
+                    "base url {:?} is plain http: use https, or set allow_insecure_http",
+                    config.base_url
+                )));
+            }
+            other => return Err(Error::Config(format!("base url scheme {other:?} is not https"))),
+        }
+        if uri.query().is_some() {
+            return Err(Error::Config(format!("base url {:?} has a query", config.base_url)));
+        }
+        let base = config.base_url.trim_end_matches('/').to_owned();
+        let transport = Transport::new(config.clone())?;
+        Ok(Self { inner: Arc::new(Inner { base, config, transport }) })
+    }
+
+    /// The configuration the client was built with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// `POST /v1/pools`: registers (or renews) a pool.
+    pub async fn register_pool(&self, pool: &PoolRegistration) -> Result<PoolRegistered, Error> {
+        self.retrying(|| self.register_pool_once(pool)).await
+    }
+
+    /// `DELETE /v1/pools/{pool_id}`.
+    pub async fn withdraw_pool(&self, pool: &PoolId, w: &Withdrawal) -> Result<Withdrawn, Error> {
+        let path = ["v1", "pools", pool.as_str()];
+        self.retrying(|| self.write::<(), _>(Method::DELETE, &path, Some(w), None)).await
+    }
+
+    /// `GET /v1/pools`.
+    pub async fn pools(&self) -> Result<PoolList, Error> {
+        self.list().await
+    }
+
+    /// `POST /v1/routers`: registers (or renews) a router replica.
+    pub async fn register_router(
+        &self,
+        router: &RouterRegistration,
+    ) -> Result<RouterRegistered, Error> {
+        self.retrying(|| self.register_router_once(router)).await
+    }
+
+    /// `DELETE /v1/routers/{router_id}`.
+    pub async fn withdraw_router(
+        &self,
+        router: &RouterId,
+        w: &Withdrawal,
+    ) -> Result<Withdrawn, Error> {
+        let path = ["v1", "routers", router.as_str()];
+        self.retrying(|| self.write::<(), _>(Method::DELETE, &path, Some(w), None)).await
+    }
+
+    /// `GET /v1/routers`.
+    pub async fn routers(&self) -> Result<RouterList, Error> {
+        self.list().await
+    }
+
+    /// `PUT /v1/clusters/{cluster_id}`: registers (or renews) a cluster's
+    /// lease, which its exports live on.
+    pub async fn register_cluster(
+        &self,
+        cluster: &Label,
+        registration: &ClusterRegistration,
+    ) -> Result<ClusterRegistered, Error> {
+        self.retrying(|| self.register_cluster_once(cluster, registration)).await
+    }
+
+    /// `DELETE /v1/clusters/{cluster_id}`: its exports stop being served.
+    pub async fn withdraw_cluster(
+        &self,
+        cluster: &Label,
+        w: &Withdrawal,
+    ) -> Result<Withdrawn, Error> {
+        let path = ["v1", "clusters", cluster.as_str()];
+        self.retrying(|| self.write::<(), _>(Method::DELETE, &path, Some(w), None)).await
+    }
+
+    /// `GET /v1/clusters`.
+    pub async fn clusters(&self) -> Result<ClusterList, Error> {
+        self.list().await
+    }
+
+    /// `PUT /v1/clusters/{cluster_id}/exports/{namespace}/{name}`.
+    pub async fn put_export(
+        &self,
+        key: &ExportKey,
+        export: &ExportRequest,
+    ) -> Result<ExportAccepted, Error> {
+        let path = export_path(key);
+        self.retrying(|| self.write(Method::PUT, &path, None, Some(export))).await
+    }
+
+    /// `DELETE /v1/clusters/{cluster_id}/exports/{namespace}/{name}`; while
+    /// the cluster's lease is live, `w.incarnation` must be its holder's.
+    pub async fn withdraw_export(
+        &self,
+        key: &ExportKey,
+        w: &Withdrawal,
+    ) -> Result<Withdrawn, Error> {
+        let path = export_path(key);
+        self.retrying(|| self.write::<(), _>(Method::DELETE, &path, Some(w), None)).await
+    }
+
+    /// `GET /v1/exports`.
+    pub async fn exports(&self) -> Result<ExportList, Error> {
+        self.list().await
+    }
+
+    /// `GET /v1/imports`.
+    pub async fn imports(&self) -> Result<ImportList, Error> {
+        self.list().await
+    }
+
+    /// `GET` of any section's list (with retries).
+    pub async fn list<L: Section>(&self) -> Result<L, Error> {
+        let polled = self.retrying(|| self.poll::<L>(None, None)).await?;
+        polled.map(|(list, _)| list).ok_or_else(|| {
+            Error::Config("the registry answered 304 to an unconditional list".into())
+        })
+    }
+
+    /// One attempt of `POST /v1/pools` (the keeper's renewal).
+    pub(crate) async fn register_pool_once(
+        &self,
+        pool: &PoolRegistration,
+    ) -> Result<PoolRegistered, Error> {
+        self.write(Method::POST, &["v1", "pools"], None, Some(pool)).await
+    }
+
+    /// One attempt of `POST /v1/routers`.
+    pub(crate) async fn register_router_once(
+        &self,
+        router: &RouterRegistration,
+    ) -> Result<RouterRegistered, Error> {
+        self.write(Method::POST, &["v1", "routers"], None, Some(router)).await
+    }
+
+    /// One attempt of `PUT /v1/clusters/{cluster_id}`.
+    pub(crate) async fn register_cluster_once(
+        &self,
+        cluster: &Label,
+        registration: &ClusterRegistration,
+    ) -> Result<ClusterRegistered, Error> {
+        self.write(Method::PUT, &["v1", "clusters", cluster.as_str()], None, Some(registration))
+            .await
+    }
+
+    /// One attempt of a list request, conditional on `etag` and waiting
+    /// up to `watch` for a change when given.
+    pub(crate) async fn poll<L: Section>(
+        &self,
+        etag: Option<&str>,
+        watch: Option<Duration>,
+    ) -> Result<Polled<L>, Error> {
+        let mut path = self.path(&["v1", L::PATH]);
+        let mut timeout = self.inner.config.request_timeout;
+        if let Some(wait) = watch {
+            let secs = wait.as_secs().max(1);
+            path.push_str(&format!("?watch=true&timeout_secs={secs}"));
+            timeout += Duration::from_secs(secs);
+        }
+        let mut request = Request::get(path);
+        if let Some(etag) = etag {
+            request = request.header(header::IF_NONE_MATCH, etag);
+        }
+        let (status, headers, body) = self.send(request, None, timeout).await?;
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok(None);
+        }
+        let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let list: L = decode(status, &headers, &body)?;
+        // The registry always sends an ETag; rebuild its form if a proxy dropped it.
+        let etag = etag.unwrap_or_else(|| {
+            let suffix = if list.complete() { "" } else { "-incomplete" };
+            format!("\"{}{suffix}\"", list.fingerprint())
+        });
+        Ok(Some((list, etag)))
+    }
+
+    /// One attempt of a write.
+    pub(crate) async fn write<B: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &[&str],
+        query: Option<&Withdrawal>,
+        body: Option<&B>,
+    ) -> Result<R, Error> {
+        let mut path = self.path(path);
+        if let Some(query) = query {
+            let query = serde_urlencoded::to_string(query)
+                .map_err(|e| Error::Config(format!("withdrawal query: {e}")))?;
+            if !query.is_empty() {
+                path.push('?');
+                path.push_str(&query);
+            }
+        }
+        let body = body
+            .map(|b| serde_json::to_vec(b).map_err(|e| Error::Config(format!("request body: {e}"))))
+            .transpose()?;
+        let request = Request::builder().method(method).uri(path);
+        let (status, headers, reply) =
+            self.send(request, body, self.inner.config.request_timeout).await?;
+        decode(status, &headers, &reply)
+    }
+
+    /// Sends one request and reads its whole reply within `timeout`.
+    async fn send(
+        &self,
+        request: http::request::Builder,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), Error> {
+        let request = match &body {
+            Some(_) => request.header(header::CONTENT_TYPE, "application/json"),
+            None => request,
+        };
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| Error::Config(format!("request: {e}")))?;
+        let http = self.inner.transport.http();
+        let exchange = async {
+            let response = http.request(request).await.map_err(|e| Error::Transport(e.into()))?;
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|e| Error::Transport(e.into()))?.to_bytes();
+            Ok((parts.status, parts.headers, body))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(reply) => reply,
+            Err(_) => Err(Error::Transport(
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time").into(),
+            )),
+        }
+    }
+
+    /// Runs `attempt` until it succeeds, fails with an error that is not
+    /// retryable, or the retry deadline would pass before the next try.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let deadline = Instant::now() + self.inner.config.retry_deadline;
+        let mut attempts = Attempts::new(self.inner.config.backoff);
+        loop {
+            let error = match attempt().await {
+                Ok(reply) => return Ok(reply),
+                Err(error) if error.is_retryable() => error,
+                Err(error) => return Err(error),
+            };
+            let delay = attempts.delay(error.retry_after());
+            if Instant::now() + delay > deadline {
+                return Err(error);
+            }
+            tracing::debug!(%error, delay_ms = delay.as_millis() as u64, "retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// The URL of `segments` under the base. Every segment is a DNS-1123
+    /// label or subdomain, or a hex pool id: nothing to percent-encode.
+    fn path(&self, segments: &[&str]) -> String {
+        let mut url = self.inner.base.clone();
+        for segment in segments {
+            url.push('/');
+            url.push_str(segment);
+        }
+        url
+    }
+}
+
+fn export_path(key: &ExportKey) -> [&str; 6] {
+    [
+        "v1",
+        "clusters",
+        key.cluster_id.as_str(),
+        "exports",
+        key.namespace.as_str(),
+        key.name.as_str(),
+    ]
+}
+
+/// The body of a 2xx reply, parsed, or the error of any other.
+fn decode<T: DeserializeOwned>(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, Error> {
+    if !status.is_success() {
+        let retry_after = headers
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        return Err(Error::from_reply(status, retry_after, body));
+    }
+    serde_json::from_slice(body).map_err(Error::Decode)
+}
+
+/// The lists' sections, so that one generic [`Client::list`] and
+/// [`Client::watch`](crate::Client::watch) serve them all.
+macro_rules! sections {
+    ($($list:ty => $path:literal),* $(,)?) => {$(
+        impl Section for $list {
+            const PATH: &'static str = $path;
+            fn complete(&self) -> bool {
+                self.complete
+            }
+            fn fingerprint(&self) -> &str {
+                &self.fingerprint
+            }
+        }
+    )*};
+}
+
+sections!(
+    PoolList => "pools",
+    RouterList => "routers",
+    ClusterList => "clusters",
+    ExportList => "exports",
+    ImportList => "imports",
+);

@@ -1,0 +1,204 @@
+//! The client's errors: kinds a caller branches on, decoded from the
+//! registry's JSON error body (`{error, message, field?, ...}`).
+
+use http::StatusCode;
+use mcs_api::{ErrorBody, ErrorCode};
+use std::time::Duration;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `400`, `405`, `413`, `422` (and `408`): the request itself is wrong;
+    /// `field` names the offending JSON path when the registry knows it.
+    #[error("invalid request ({status}): {message}{}", field.as_deref().map(|f| format!(" (field {f})")).unwrap_or_default())]
+    Invalid {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The registry's code (`malformed`, `invalid_argument`, ...).
+        code: ErrorCode,
+        /// The JSON path of the offending field.
+        field: Option<String>,
+        /// The registry's message.
+        message: String,
+    },
+    /// `409`: someone else holds the lease, or the generation is stale.
+    #[error("conflict: {0}")]
+    Conflict(Conflict),
+    /// `404`: no such record (or route).
+    #[error("not found: {message}")]
+    NotFound {
+        /// The registry's message.
+        message: String,
+    },
+    /// `403`: the caller's identity may not do this.
+    #[error("forbidden: {message}")]
+    Forbidden {
+        /// The registry's message (names the identity and the scope).
+        message: String,
+    },
+    /// `503`: nothing was acknowledged; retry after `retry_after`.
+    #[error("registry unavailable: {message}")]
+    Unavailable {
+        /// The registry's message.
+        message: String,
+        /// The `Retry-After` the registry sent.
+        retry_after: Option<Duration>,
+    },
+    /// Any other status (`500` and codes this client does not know).
+    #[error("registry answered {status}: {message}")]
+    Server {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The registry's message, or the raw body.
+        message: String,
+    },
+    /// No reply: connection refused or cut, TLS failure, timeout, or a
+    /// reply body that did not parse.
+    #[error("transport: {0}")]
+    Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A `2xx` reply whose body is not what the API promises.
+    #[error("reply does not parse: {0}")]
+    Decode(#[source] serde_json::Error),
+    /// The client's own configuration: a refused `http://` URL, unreadable
+    /// or invalid TLS files.
+    #[error("client configuration: {0}")]
+    Config(String),
+}
+
+/// What a `409` says is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conflict {
+    /// Another incarnation holds the record's live lease.
+    Owned {
+        /// The holder's incarnation.
+        owner: Option<String>,
+        /// When its lease ends, in epoch milliseconds.
+        lease_until_ms: Option<u64>,
+    },
+    /// The write's generation is not above the stored one.
+    StaleGeneration {
+        /// The stored generation to move past.
+        stored_generation: Option<u64>,
+        /// Who wrote it.
+        stored_writer: Option<String>,
+    },
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Owned { owner, lease_until_ms } => {
+                write!(f, "owned by {owner:?} until {lease_until_ms:?} ms")
+            }
+            Self::StaleGeneration { stored_generation, stored_writer } => {
+                write!(f, "stale generation: stored {stored_generation:?} by {stored_writer:?}")
+            }
+        }
+    }
+}
+
+impl Error {
+    /// Whether the call may be retried: `503` and transport failures, never
+    /// a `4xx`.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. } | Self::Transport(_))
+    }
+
+    /// The `Retry-After` of a `503`, if the registry sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Builds the error of a non-2xx reply from its status, `Retry-After`
+    /// and body (which may not be the registry's JSON, e.g. from a proxy).
+    pub fn from_reply(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
+        let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
+        let message = match &parsed {
+            Some(body) => body.message.clone(),
+            None => String::from_utf8_lossy(body).chars().take(200).collect(),
+        };
+        match status {
+            StatusCode::NOT_FOUND => Self::NotFound { message },
+            StatusCode::FORBIDDEN => Self::Forbidden { message },
+            StatusCode::SERVICE_UNAVAILABLE => Self::Unavailable { message, retry_after },
+            StatusCode::CONFLICT => {
+                let body = parsed.unwrap_or_else(|| ErrorBody::new(ErrorCode::Unknown, ""));
+                Self::Conflict(match body.error {
+                    ErrorCode::StaleGeneration => Conflict::StaleGeneration {
+                        stored_generation: body.stored_generation,
+                        stored_writer: body.stored_writer,
+                    },
+                    _ => Conflict::Owned { owner: body.owner, lease_until_ms: body.lease_until_ms },
+                })
+            }
+            s if s.is_client_error() => Self::Invalid {
+                status,
+                code: parsed.as_ref().map_or(ErrorCode::Unknown, |b| b.error),
+                field: parsed.and_then(|b| b.field),
+                message,
+            },
+            _ => Self::Server { status, message },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_bodies_map_to_kinds() {
+        let invalid = Error::from_reply(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            None,
+            br#"{"error":"invalid_argument","message":"bad","field":"pool_key.namespace"}"#,
+        );
+        assert!(
+            matches!(&invalid, Error::Invalid { field: Some(f), code: ErrorCode::InvalidArgument, .. } if f == "pool_key.namespace"),
+            "{invalid:?}"
+        );
+        assert!(!invalid.is_retryable());
+        let owned = Error::from_reply(
+            StatusCode::CONFLICT,
+            None,
+            br#"{"error":"owned","message":"m","owner":"a","lease_until_ms":5}"#,
+        );
+        assert!(matches!(
+            owned,
+            Error::Conflict(Conflict::Owned { owner: Some(ref o), lease_until_ms: Some(5) }) if o == "a"
+        ));
+        let stale = Error::from_reply(
+            StatusCode::CONFLICT,
+            None,
+            br#"{"error":"stale_generation","message":"m","stored_generation":7,"stored_writer":"w"}"#,
+        );
+        assert!(matches!(
+            stale,
+            Error::Conflict(Conflict::StaleGeneration { stored_generation: Some(7), .. })
+        ));
+        let unavailable = Error::from_reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(Duration::from_secs(2)),
+            b"not json from a proxy",
+        );
+        assert!(unavailable.is_retryable());
+        assert!(
+            matches!(unavailable, Error::Unavailable { retry_after: Some(d), .. } if d.as_secs() == 2)
+        );
+        assert!(matches!(
+            Error::from_reply(
+                StatusCode::FORBIDDEN,
+                None,
+                br#"{"error":"forbidden","message":"no"}"#
+            ),
+            Error::Forbidden { .. }
+        ));
+        assert!(matches!(
+            Error::from_reply(StatusCode::INTERNAL_SERVER_ERROR, None, b""),
+            Error::Server { .. }
+        ));
+    }
+}

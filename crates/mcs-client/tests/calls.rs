@@ -1,0 +1,169 @@
+//! Every endpoint, the typed errors and the retry rules, against the fake
+//! registry (the real router over the memory store).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed call should fail the test loudly
+
+mod common;
+
+use common::{client, cluster, config, export, export_key, pool, router};
+use mcs_api::{Label, Withdrawal};
+use mcs_client::{Client, ClientConfig, Conflict, Error};
+use mcs_testkit::fake::FakeRegistry;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn label(s: &str) -> Label {
+    Label::new(s).unwrap()
+}
+
+fn by(incarnation: &str) -> Withdrawal {
+    Withdrawal {
+        incarnation: Some(mcs_api::Incarnation::new(incarnation).unwrap()),
+        generation: None,
+    }
+}
+
+#[tokio::test]
+async fn every_endpoint_writes_and_lists_with_the_api_types() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    let p = pool("llama", json!({}));
+    let registered = c.register_pool(&p).await.unwrap();
+    assert_eq!(registered.pool_id, p.pool_key.id());
+    c.register_router(&router("r1")).await.unwrap();
+    c.register_cluster(&label("east"), &cluster("c1")).await.unwrap();
+    let key = export_key("east", "web");
+    let accepted = c.put_export(&key, &export("c1")).await.unwrap();
+    assert!(!accepted.conditions.is_empty());
+
+    let pools = c.pools().await.unwrap();
+    assert!(pools.complete);
+    assert_eq!(pools.pools.len(), 1);
+    assert_eq!(c.routers().await.unwrap().routers.len(), 1);
+    assert_eq!(c.clusters().await.unwrap().clusters.len(), 1);
+    assert_eq!(c.exports().await.unwrap().exports.len(), 1);
+    assert_eq!(c.imports().await.unwrap().imports.len(), 1);
+
+    c.withdraw_export(&key, &by("c1")).await.unwrap();
+    c.withdraw_cluster(&label("east"), &by("c1")).await.unwrap();
+    c.withdraw_pool(&p.pool_key.id(), &Withdrawal::default()).await.unwrap();
+    c.withdraw_router(&router("r1").router_id, &Withdrawal::default()).await.unwrap();
+    assert!(c.pools().await.unwrap().pools.is_empty());
+    assert!(c.routers().await.unwrap().routers.is_empty());
+    assert!(c.clusters().await.unwrap().clusters.is_empty());
+    assert!(c.exports().await.unwrap().exports.is_empty());
+}
+
+#[tokio::test]
+async fn conflicts_and_not_found_are_typed_with_what_is_stored() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    c.register_pool(&pool("llama", json!({"incarnation": "a"}))).await.unwrap();
+    let taken = c.register_pool(&pool("llama", json!({"incarnation": "b"}))).await.unwrap_err();
+    match taken {
+        Error::Conflict(Conflict::Owned { owner, lease_until_ms }) => {
+            assert_eq!(owner.as_deref(), Some("a"));
+            assert!(lease_until_ms.is_some());
+        }
+        other => panic!("expected owned, got {other:?}"),
+    }
+    // An export of a live cluster is withdrawn only by its lease holder.
+    c.register_cluster(&label("east"), &cluster("c1")).await.unwrap();
+    let key = export_key("east", "web");
+    c.put_export(&key, &export("c1")).await.unwrap();
+    let refused = c.withdraw_export(&key, &Withdrawal::default()).await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Conflict(Conflict::Owned { ref owner, .. }) if owner.as_deref() == Some("c1")),
+        "{refused:?}"
+    );
+    let missing = pool("absent", json!({})).pool_key.id();
+    let gone = c.withdraw_pool(&missing, &Withdrawal::default()).await.unwrap_err();
+    assert!(matches!(gone, Error::NotFound { .. }), "{gone:?}");
+}
+
+#[tokio::test]
+async fn injected_503s_are_retried_no_sooner_than_retry_after() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    fake.fail_next_writes(2, 1);
+    let started = Instant::now();
+    c.register_pool(&pool("llama", json!({}))).await.unwrap();
+    assert_eq!(fake.writes_seen(), 3, "two refused attempts and one that succeeded");
+    assert!(started.elapsed() >= Duration::from_secs(2), "waited {:?}", started.elapsed());
+    assert_eq!(c.pools().await.unwrap().pools.len(), 1);
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_deadline_with_the_last_unavailable() {
+    let fake = FakeRegistry::start().await;
+    let mut config = config(&fake);
+    config.retry_deadline = Duration::from_millis(1_500);
+    let c = Client::new(config).unwrap();
+    fake.fail_next_writes(100, 1);
+    let error = c.register_pool(&pool("llama", json!({}))).await.unwrap_err();
+    assert!(
+        matches!(error, Error::Unavailable { retry_after: Some(d), .. } if d == Duration::from_secs(1)),
+        "{error:?}"
+    );
+    // At 0 s and at 1 s; a third at 2 s would be past the deadline.
+    assert_eq!(fake.writes_seen(), 2);
+}
+
+#[tokio::test]
+async fn a_4xx_is_never_retried() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    fake.forget_next_writes(5);
+    let error = c.register_pool(&pool("llama", json!({}))).await.unwrap_err();
+    assert!(matches!(error, Error::NotFound { .. }), "{error:?}");
+    assert_eq!(fake.writes_seen(), 1);
+}
+
+#[tokio::test]
+async fn transport_errors_are_retried_until_the_deadline() {
+    // A port nothing listens on: bind one and close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut config = ClientConfig::new(format!("http://127.0.0.1:{port}"));
+    config.allow_insecure_http = true;
+    config.retry_deadline = Duration::from_millis(500);
+    let c = Client::new(config).unwrap();
+    let started = Instant::now();
+    let error = c.pools().await.unwrap_err();
+    assert!(matches!(error, Error::Transport(_)), "{error:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "gave up at once: {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn plain_http_is_refused_unless_opted_in() {
+    let error = Client::new(ClientConfig::new("http://127.0.0.1:1")).unwrap_err();
+    assert!(matches!(&error, Error::Config(m) if m.contains("allow_insecure_http")), "{error:?}");
+    let mut config = ClientConfig::new("http://127.0.0.1:1");
+    config.allow_insecure_http = true;
+    assert!(Client::new(config).is_ok());
+}
+
+#[tokio::test]
+async fn unreadable_tls_files_are_refused_at_construction() {
+    let mut config = ClientConfig::new("https://registry.invalid");
+    config.tls = Some(mcs_client::TlsFiles {
+        ca_bundle: "/nonexistent/ca.crt".into(),
+        client_identity: None,
+    });
+    let error = Client::new(config).unwrap_err();
+    assert!(matches!(&error, Error::Config(m) if m.contains("/nonexistent/ca.crt")), "{error:?}");
+}
+
+#[tokio::test]
+async fn other_reqwest_clients_of_the_same_build_still_work() {
+    // The client's TLS must not switch on a reqwest rustls feature: unified
+    // into every reqwest of a build, `Client::new()` would panic for want of
+    // a process-wide crypto provider (mcs-admin, mcs-bench, the test kit).
+    let fake = FakeRegistry::start().await;
+    let reply =
+        reqwest::Client::new().get(format!("{}/v1/pools", fake.url())).send().await.unwrap();
+    assert!(reply.status().is_success());
+}
