@@ -1,14 +1,11 @@
 //! TLS, mTLS and writer authorization against the built binary
-//! (docs/design.md §12): certificates made here (tests/tls/pki.rs), a TLS
+//! (docs/design.md §12): certificates made here (mcs_testkit::pki), a TLS
 //! client of tokio-rustls speaking HTTP/1.1 by hand.
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
-#[path = "tls/pki.rs"]
-mod pki;
-
+use mcs_testkit::pki::{Ca, Dir, Leaf};
 use mcs_testkit::{RegistryProcess, eventually, fixtures};
-use pki::{Ca, Dir, Leaf};
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 //!  moto         a moto_server of a test's own (the venv scripts/with-moto.sh makes)
 //!  eventually   polling until a condition holds
 //!  fake         FakeRegistry: the real router in-process, with faults (feature `fake`)
-//!  pki          TestPki: a CA, server and client certificates from the openssl CLI (feature `fake`)
+//!  pki          Ca, Leaf, TestPki: CAs, server and SPIFFE client certificates from rcgen (feature `pki`)
 //!  fixtures     JSON bodies of pools, routers and exports
 //!  metrics      an in-memory `metrics` recorder
 //!  multiregion  regional tables, a replicator between them, a registry per region
@@ -24,7 +24,7 @@ pub mod fixtures;
 pub mod metrics;
 pub mod moto;
 pub mod multiregion;
-#[cfg(feature = "fake")]
+#[cfg(feature = "pki")]
 pub mod pki;
 pub mod process;
 

@@ -1,18 +1,165 @@
-//! Certificates for TLS tests, made by the `openssl` command line in a
-//! directory of the test's own: CAs, a server certificate for
-//! `127.0.0.1`/`localhost` and client certificates, all ECDSA P-256 PEM
-//! valid for a day.
+//! Certificates for TLS tests, made in the test with rcgen (the crypto
+//! provider of the workspace's rustls, aws-lc-rs): [`Ca`] signs servers for
+//! `localhost`/`127.0.0.1` and clients with SPIFFE URI SANs, as PEM
+//! strings ([`Leaf`]) that tests write where a binary reads them ([`Dir`]);
+//! [`TestPki`] is the same as files, for callers that want paths.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test fixture fails loudly
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
+/// A certificate authority.
+pub struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
 
-/// A directory of certificates; removed when dropped.
+/// A certificate and its key, PEM.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// The certificate (PEM).
+    pub cert_pem: String,
+    /// Its PKCS#8 private key (PEM).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").finish_non_exhaustive()
+    }
+}
+
+impl Ca {
+    /// A self-signed CA named `name`.
+    pub fn new(name: &str) -> Self {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Self { issuer }
+    }
+
+    /// The CA certificate, PEM.
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// The CA certificate, DER.
+    pub fn der(&self) -> CertificateDer<'static> {
+        self.issuer.der().clone()
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1.
+    pub fn server(&self, name: &str) -> Leaf {
+        self.sign(Self::server_params(name))
+    }
+
+    /// A server certificate that expired at the start of `not_after`.
+    pub fn server_until(&self, name: &str, (y, m, d): (i32, u8, u8)) -> Leaf {
+        let mut params = Self::server_params(name);
+        params.not_before = rcgen::date_time_ymd(y - 1, m, d);
+        params.not_after = rcgen::date_time_ymd(y, m, d);
+        self.sign(params)
+    }
+
+    fn server_params(name: &str) -> CertificateParams {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params
+    }
+
+    /// A client certificate with `uris` as URI SANs, valid until
+    /// `not_after` (y, m, d) when given.
+    pub fn client(&self, uris: &[&str], not_after: Option<(i32, u8, u8)>) -> Leaf {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, "client");
+        for uri in uris {
+            params.subject_alt_names.push(SanType::URI((*uri).try_into().unwrap()));
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        if let Some((y, m, d)) = not_after {
+            params.not_before = rcgen::date_time_ymd(y - 1, m, d);
+            params.not_after = rcgen::date_time_ymd(y, m, d);
+        }
+        self.sign(params)
+    }
+
+    fn sign(&self, params: CertificateParams) -> Leaf {
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        Leaf { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+    }
+}
+
+impl Leaf {
+    /// The certificate, DER.
+    pub fn der(&self) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).unwrap()
+    }
+
+    /// The private key, DER.
+    pub fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes()).unwrap()
+    }
+}
+
+/// A directory of its own under the system's temporary directory,
+/// removed on drop.
+#[derive(Debug)]
+pub struct Dir(PathBuf);
+
+impl Dir {
+    /// A new directory whose name starts with `name`.
+    pub fn new(name: &str) -> Self {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("mcs-tls-{name}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    /// The path of `file` in it.
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+
+    /// Writes `contents` to `file` atomically (a rename, as Kubernetes
+    /// swaps a Secret's files).
+    pub fn write(&self, file: &str, contents: &str) -> String {
+        let tmp = self.0.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, contents).unwrap();
+        std::fs::rename(&tmp, self.path(file)).unwrap();
+        path_str(&self.path(file))
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `path` as a string (test paths are UTF-8).
+pub fn path_str(path: &Path) -> String {
+    path.to_str().unwrap().to_owned()
+}
+
+/// A directory of certificate files; removed when dropped.
 #[derive(Debug)]
 pub struct TestPki {
-    dir: PathBuf,
+    dir: Dir,
+    cas: Mutex<HashMap<PathBuf, Arc<Ca>>>,
 }
 
 /// A certificate and its key, as PEM files.
@@ -27,104 +174,44 @@ pub struct Issued {
 impl TestPki {
     /// A fresh, empty directory under the system's temporary directory.
     pub fn new() -> Self {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("mcs-pki-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the pki directory");
-        Self { dir }
+        Self { dir: Dir::new("pki"), cas: Mutex::new(HashMap::new()) }
     }
 
     /// The directory holding the files.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.dir.0
     }
 
     /// A self-signed CA named `name`.
     pub fn ca(&self, name: &str) -> Issued {
-        let issued = self.paths(name);
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-keyout",
-            path(&issued.key),
-            "-out",
-            path(&issued.cert),
-        ]);
+        let ca = Ca::new(name);
+        let issued = self.write(name, &ca.pem(), &ca.issuer.key().serialize_pem());
+        self.cas.lock().unwrap().insert(issued.cert.clone(), Arc::new(ca));
         issued
     }
 
-    /// A server certificate for `127.0.0.1` and `localhost`, signed by `ca`.
+    /// A server certificate for `127.0.0.1` and `localhost`, signed by `ca`
+    /// (made by [`TestPki::ca`]).
     pub fn server(&self, name: &str, ca: &Issued) -> Issued {
-        self.leaf(
-            name,
-            ca,
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        )
+        let leaf = self.issuer(ca).server(name);
+        self.write(name, &leaf.cert_pem, &leaf.key_pem)
     }
 
     /// A client certificate with the URI SAN `uri` (a SPIFFE id), signed by
-    /// `ca`.
+    /// `ca` (made by [`TestPki::ca`]).
     pub fn client(&self, name: &str, ca: &Issued, uri: &str) -> Issued {
-        self.leaf(name, ca, &format!("subjectAltName=URI:{uri}\nextendedKeyUsage=clientAuth\n"))
+        let leaf = self.issuer(ca).client(&[uri], None);
+        self.write(name, &leaf.cert_pem, &leaf.key_pem)
     }
 
-    fn leaf(&self, name: &str, ca: &Issued, extensions: &str) -> Issued {
-        let issued = self.paths(name);
-        let csr = self.dir.join(format!("{name}.csr"));
-        let ext = self.dir.join(format!("{name}.ext"));
-        std::fs::write(&ext, extensions).expect("write the extensions");
-        openssl(&[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-subj",
-            &format!("/CN={name}"),
-            "-keyout",
-            path(&issued.key),
-            "-out",
-            path(&csr),
-        ]);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            path(&csr),
-            "-CA",
-            path(&ca.cert),
-            "-CAkey",
-            path(&ca.key),
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            path(&ext),
-            "-out",
-            path(&issued.cert),
-        ]);
-        issued
+    fn issuer(&self, ca: &Issued) -> Arc<Ca> {
+        self.cas.lock().unwrap().get(&ca.cert).cloned().expect("a CA made by this TestPki")
     }
 
-    fn paths(&self, name: &str) -> Issued {
+    fn write(&self, name: &str, cert: &str, key: &str) -> Issued {
         Issued {
-            cert: self.dir.join(format!("{name}.crt")),
-            key: self.dir.join(format!("{name}.key")),
+            cert: self.dir.write(&format!("{name}.crt"), cert).into(),
+            key: self.dir.write(&format!("{name}.key"), key).into(),
         }
     }
 }
@@ -133,24 +220,4 @@ impl Default for TestPki {
     fn default() -> Self {
         Self::new()
     }
-}
-
-impl Drop for TestPki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temporary path")
-}
-
-fn openssl(args: &[&str]) {
-    let out =
-        Command::new("openssl").args(args).output().expect("run openssl (needed by TLS tests)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
