@@ -457,3 +457,6 @@ impl View {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rule_tests;
