@@ -80,3 +80,26 @@ fn the_view_counts_every_record_it_holds_live_or_not() {
     assert_eq!(v.records().count(), 3);
     assert_eq!(v.pools().len(), 1, "only the live lease is served");
 }
+
+#[test]
+fn a_router_replica_is_served_while_its_lease_is_live() {
+    let router_id = mcs_api::RouterId::new("gr-0.us-east-1").unwrap();
+    let replica = mcs_api::RouterReplica {
+        router_id: router_id.clone(),
+        address: mcs_api::HostPort::new("10.0.2.1:8000").unwrap(),
+        location: None,
+    };
+    let record = Record {
+        key: Key::Router { router_id: router_id.clone() },
+        version: crate::Version::new(1, "r"),
+        owner: Some("gr-0-a".into()),
+        lease_until_ms: Some(LEASE),
+        changed_at_ms: 0,
+        body: Body::Router(replica.clone()),
+    };
+    let mut v = View::new(SKEW);
+    v.apply(record, 0);
+    assert_eq!(v.routers().get(&router_id), Some(&replica));
+    v.advance(LEASE + SKEW);
+    assert!(v.routers().is_empty(), "its lease ended");
+}
