@@ -95,3 +95,6 @@ pub(crate) mod testutil {
         assert_eq!(&back, value, "round trip through {json}");
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

@@ -254,3 +254,6 @@ mod tests {
         assert_eq!(g.judge(0, LeaseCounts { due: 10, at_risk: 10, live: 10 }), Verdict::Expire);
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

@@ -204,3 +204,6 @@ mod tests {
         assert_ne!(a.fingerprint(), b.fingerprint());
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

@@ -157,3 +157,6 @@ mod tests {
         assert_eq!(generation_at(1 << 48), u64::MAX, "saturates");
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

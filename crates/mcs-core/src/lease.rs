@@ -91,3 +91,6 @@ mod tests {
         assert_eq!(policy.lease().heartbeat_interval_secs, 10);
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

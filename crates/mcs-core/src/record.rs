@@ -183,3 +183,6 @@ impl Record {
         rules::supersedes(self, stored)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -427,3 +427,6 @@ mod tests {
         assert!(!is_live(&mk_tombstone("p", 2, "w"), 0, 0), "withdrawn");
     }
 }
+
+#[cfg(test)]
+mod rule_tests;

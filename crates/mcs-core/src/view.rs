@@ -103,12 +103,14 @@ impl View {
 
     /// Expires every lease whose deadline (expiry plus skew allowance) is at
     /// or before `now_ms`. Returns the keys that stopped being served.
+    ///
+    /// Bounded by the deadlines due on entry: a refresh never puts a due
+    /// deadline back (a record past it is not live), but if a broken rule
+    /// did, the reader would spin here forever instead of failing.
     pub fn advance(&mut self, now_ms: u64) -> Vec<Key> {
-        let mut expired = Vec::new();
-        while let Some(first) = self.deadlines.first() {
-            if first.0 > now_ms {
-                break;
-            }
+        let due = self.due_expiries(now_ms);
+        let mut expired = Vec::with_capacity(due);
+        for _ in 0..due {
             let Some((_, key)) = self.deadlines.pop_first() else {
                 break;
             };
@@ -456,3 +458,6 @@ impl View {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rule_tests;

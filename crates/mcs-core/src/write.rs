@@ -426,3 +426,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod rule_tests;
