@@ -130,3 +130,11 @@ fn the_documented_schema_of_endpoint_addresses_is_ipv4_or_ipv6() {
         items.as_array().unwrap().iter().map(|s| s["format"].as_str().unwrap()).collect();
     assert_eq!(formats, ["ipv4", "ipv6"], "{schema}");
 }
+
+#[test]
+fn export_keys_and_service_names_read_as_their_paths_in_logs_and_diffs() {
+    let label = |s: &str| Label::new(s).unwrap();
+    let key = ExportKey { cluster_id: label("east"), namespace: label("llm"), name: label("web") };
+    assert_eq!(key.to_string(), "east/llm/web");
+    assert_eq!(key.service().to_string(), "llm/web");
+}

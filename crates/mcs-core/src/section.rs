@@ -365,6 +365,28 @@ mod tests {
         );
     }
 
+    /// What a section serves, seen through its untyped face, is what the
+    /// typed section holds: emptiness, and a fingerprint recomputed from
+    /// every item equal to the one kept as items change.
+    #[test]
+    fn a_served_section_is_empty_exactly_when_it_serves_nothing() {
+        let view = view();
+        let empty = View::new(0);
+        for s in SectionKind::ALL {
+            let (full, none) = (s.of(&view), s.of(&empty));
+            assert_eq!(full.is_empty(), full.len() == 0, "{s}");
+            assert!(none.is_empty(), "{s}");
+            assert_eq!(full.fingerprint_from_scratch(), full.fingerprint(), "{s}");
+            assert_eq!(none.fingerprint_from_scratch(), none.fingerprint(), "{s}");
+        }
+        assert!(!SectionKind::Pools.of(&view).is_empty());
+        assert_ne!(
+            SectionKind::Pools.of(&view).fingerprint_from_scratch(),
+            SectionKind::Pools.of(&empty).fingerprint_from_scratch(),
+            "recomputed from the items, not a constant"
+        );
+    }
+
     #[test]
     fn record_kinds() {
         assert_eq!(SectionKind::Pools.record_kind(), Some(Kind::Pool));
