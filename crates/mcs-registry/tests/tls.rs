@@ -234,30 +234,11 @@ async fn http2_by_alpn_serves_requests() {
     }
 }
 
-/// Sends the head of a POST whose body is `len` bytes and the body, then
-/// reads the response, as an ordinary client does: a failed write fails it.
+/// An oversized upload on a new TLS connection to `addr`
+/// ([`mcs_testkit::upload::post_oversized`]).
 async fn upload(addr: &str, config: &Arc<ClientConfig>, len: usize) -> Result<String, String> {
     let mut stream = connect(addr, config).await.map_err(|e| e.to_string())?;
-    let head = format!(
-        "POST /v1/pools HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {len}\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).await.map_err(|e| format!("writing the head: {e}"))?;
-    let chunk = vec![b' '; 64 * 1024];
-    let mut sent = 0;
-    while sent < len {
-        let n = chunk.len().min(len - sent);
-        stream.write_all(&chunk[..n]).await.map_err(|e| format!("after {sent} bytes: {e}"))?;
-        sent += n;
-    }
-    stream.flush().await.map_err(|e| format!("flushing: {e}"))?;
-    let mut response = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response));
-    match read.await {
-        Ok(Ok(_)) => Ok(String::from_utf8_lossy(&response).into_owned()),
-        Ok(Err(e)) => Err(format!("reading the response ({} bytes read): {e}", response.len())),
-        Err(_) => Err("no response within 10 s".into()),
-    }
+    mcs_testkit::upload::post_oversized(&mut stream, len).await
 }
 
 /// The lingering close of docs/design.md §5 on the TLS stream: the 413 of

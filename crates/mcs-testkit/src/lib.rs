@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  process      RegistryProcess: the real binary on free loopback ports, ready
+//!  upload       post_oversized: an upload past the body limit, as a plain client sends it
 //!  dynamo       the endpoint rule, unique tables, the SDK config and clients
 //!  moto         a moto_server of a test's own (the venv scripts/with-moto.sh makes)
 //!  eventually   polling until a condition holds
@@ -27,6 +28,7 @@ pub mod multiregion;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod process;
+pub mod upload;
 
 pub use eventually::eventually;
 pub use process::RegistryProcess;
