@@ -31,8 +31,8 @@ pub use router_replica::{RouterId, RouterRegistered, RouterRegistration, RouterR
 pub use scalar::{HostPort, Incarnation, Label, NonBlank};
 pub use service::{
     Condition, ConditionStatus, Endpoint, Export, ExportAccepted, ExportKey, ExportRequest,
-    ExportSpec, ImportCluster, Protocol, ServiceImport, ServiceName, ServicePort, ServiceType,
-    SessionAffinity, Withdrawn,
+    ExportSpec, ImportCluster, IpFamily, Protocol, ServiceImport, ServiceName, ServicePort,
+    ServiceType, SessionAffinity, TrafficPolicy, Withdrawn,
 };
 
 /// Rules that span several fields of a parsed request.

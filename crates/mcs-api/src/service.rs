@@ -84,6 +84,47 @@ pub struct ServicePort {
     /// Application protocol hint, e.g. `kubernetes.io/h2c`.
     #[serde(default)]
     pub app_protocol: Option<String>,
+    /// The port on the exporting cluster's endpoints (the Service's resolved
+    /// `targetPort`); `port` when absent. Local to that cluster, so not part
+    /// of the merge: exports that differ only here do not conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 65_535)]
+    pub target_port: Option<u16>,
+}
+
+impl ServicePort {
+    /// The port as the merge compares and the import serves it: without the
+    /// exporting cluster's `target_port`.
+    pub fn definition(&self) -> ServicePort {
+        ServicePort { target_port: None, ..self.clone() }
+    }
+
+    /// The port number on the exporting cluster's endpoints.
+    pub fn endpoint_port(&self) -> u16 {
+        self.target_port.unwrap_or(self.port)
+    }
+}
+
+/// An IP family of a service, in the Service's `ipFamilies` order.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+pub enum IpFamily {
+    /// IPv4.
+    IPv4,
+    /// IPv6.
+    IPv6,
+}
+
+/// A Service's `internalTrafficPolicy`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+pub enum TrafficPolicy {
+    /// Every endpoint of the service.
+    Cluster,
+    /// Only endpoints on the client's node.
+    Local,
 }
 
 /// A set of addresses behind a service in one cluster.
@@ -185,6 +226,16 @@ pub struct ExportSpec {
     /// Annotations exported with the service.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The Service's IP families, in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_families: Vec<IpFamily>,
+    /// The Service's `internalTrafficPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_traffic_policy: Option<TrafficPolicy>,
+    /// The Service's `trafficDistribution`, e.g. `PreferClose`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 63)]
+    pub traffic_distribution: Option<String>,
 }
 
 impl Validate for ExportSpec {
@@ -252,6 +303,16 @@ pub struct ExportRequest {
     /// Annotations exported with the service.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The Service's IP families, in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_families: Vec<IpFamily>,
+    /// The Service's `internalTrafficPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_traffic_policy: Option<TrafficPolicy>,
+    /// The Service's `trafficDistribution`, e.g. `PreferClose`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 63)]
+    pub traffic_distribution: Option<String>,
     /// The controller process sending it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
@@ -273,6 +334,9 @@ impl ExportRequest {
             endpoints: self.endpoints.clone(),
             labels: self.labels.clone(),
             annotations: self.annotations.clone(),
+            ip_families: self.ip_families.clone(),
+            internal_traffic_policy: self.internal_traffic_policy,
+            traffic_distribution: self.traffic_distribution.clone(),
         }
     }
 }
@@ -335,6 +399,10 @@ pub struct ImportCluster {
     pub cluster_id: Label,
     /// Its endpoints for the service.
     pub endpoints: Vec<Endpoint>,
+    /// Its ports that are part of the import, with its own target ports; a
+    /// port whose definition lost a conflict is left out.
+    #[serde(default)]
+    pub ports: Vec<ServicePort>,
 }
 
 /// A merged ServiceImport as `GET /v1/imports` serves it.
@@ -355,6 +423,21 @@ pub struct ServiceImport {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 86_400)]
     pub session_affinity_timeout_secs: Option<u32>,
+    /// The winning export's IP families.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_families: Vec<IpFamily>,
+    /// The winning export's `internalTrafficPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal_traffic_policy: Option<TrafficPolicy>,
+    /// The winning export's `trafficDistribution`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_distribution: Option<String>,
+    /// Exported labels, unioned; the oldest export's value of a key wins.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Exported annotations, unioned; the oldest export's value of a key wins.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
     /// Every cluster exporting the service, with its endpoints.
     pub clusters: Vec<ImportCluster>,
     /// `Ready`.
@@ -417,9 +500,15 @@ mod tests {
             ports: req.ports.clone(),
             session_affinity: SessionAffinity::ClientIP,
             session_affinity_timeout_secs: Some(30),
+            ip_families: vec![IpFamily::IPv4, IpFamily::IPv6],
+            internal_traffic_policy: Some(TrafficPolicy::Local),
+            traffic_distribution: Some("PreferClose".into()),
+            labels: req.labels.clone(),
+            annotations: req.annotations.clone(),
             clusters: vec![ImportCluster {
                 cluster_id: export.cluster_id.clone(),
                 endpoints: req.endpoints.clone(),
+                ports: req.ports.clone(),
             }],
             conditions: export.conditions.clone(),
         });

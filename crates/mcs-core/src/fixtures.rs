@@ -76,7 +76,13 @@ pub fn mk_cluster(cluster: &str, generation: u64, owner: &str, lease_until_ms: u
 
 /// A named TCP port.
 pub fn port(name: &str, number: u16) -> ServicePort {
-    ServicePort { name: name.into(), protocol: Protocol::TCP, port: number, app_protocol: None }
+    ServicePort {
+        name: name.into(),
+        protocol: Protocol::TCP,
+        port: number,
+        app_protocol: None,
+        target_port: None,
+    }
 }
 
 /// A ClusterSetIP export exported at `exported_at_secs` with one ready endpoint.
@@ -95,6 +101,9 @@ pub fn mk_export_spec(exported_at_secs: i64, ports: Vec<ServicePort>) -> ExportS
         }],
         labels: Default::default(),
         annotations: Default::default(),
+        ip_families: vec![],
+        internal_traffic_policy: None,
+        traffic_distribution: None,
     }
 }
 

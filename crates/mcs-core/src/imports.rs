@@ -23,6 +23,10 @@ pub const PORT_CONFLICT: &str = "PortConflict";
 pub const TYPE_CONFLICT: &str = "TypeConflict";
 /// Reason for exports that disagree on session affinity or its timeout.
 pub const SESSION_AFFINITY_CONFLICT: &str = "SessionAffinityConflict";
+/// Reason for exported labels of one key with different values.
+pub const LABELS_CONFLICT: &str = "LabelsConflict";
+/// Reason for exported annotations of one key with different values.
+pub const ANNOTATIONS_CONFLICT: &str = "AnnotationsConflict";
 
 /// Reason of an export's `Ready=False` while its cluster holds no live lease.
 pub const NO_CLUSTER_LEASE: &str = "NoClusterLease";
@@ -44,15 +48,15 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
 
     let mut reasons: Vec<&str> = Vec::new();
     let mut details: Vec<String> = Vec::new();
-    let mut ports: BTreeMap<&str, (&ServicePort, &Label)> = BTreeMap::new();
+    let mut ports: BTreeMap<&str, (ServicePort, &Label)> = BTreeMap::new();
     let mut port_conflict = false;
     for (cluster, spec) in &ranked {
         for port in &spec.ports {
             match ports.get(port.name.as_str()) {
                 None => {
-                    ports.insert(port.name.as_str(), (port, cluster));
+                    ports.insert(port.name.as_str(), (port.definition(), cluster));
                 }
-                Some((kept, from)) if *kept != port => {
+                Some((kept, from)) if *kept != port.definition() => {
                     port_conflict = true;
                     details.push(format!(
                         "port {:?} of cluster {cluster} differs from cluster {from}'s",
@@ -66,6 +70,8 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
     if port_conflict {
         reasons.push(PORT_CONFLICT);
     }
+    let labels = union_by_key(&ranked, |s| &s.labels);
+    let annotations = union_by_key(&ranked, |s| &s.annotations);
     let type_losers = losers(&ranked, |s| s.service_type != winner.service_type);
     if !type_losers.is_empty() {
         reasons.push(TYPE_CONFLICT);
@@ -85,6 +91,18 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
             "session affinity of cluster {winner_cluster} is used; {} differ",
             affinity_losers.join(", ")
         ));
+    }
+    for (reason, (_, differing)) in
+        [(LABELS_CONFLICT, &labels), (ANNOTATIONS_CONFLICT, &annotations)]
+    {
+        if !differing.is_empty() {
+            reasons.push(reason);
+            details.push(format!(
+                "{} of cluster {winner_cluster}'s kept for keys {}",
+                if reason == LABELS_CONFLICT { "labels" } else { "annotations" },
+                differing.join(", ")
+            ));
+        }
     }
 
     let conflict = if reasons.is_empty() {
@@ -114,6 +132,14 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
         .map(|(cluster, spec)| ImportCluster {
             cluster_id: (*cluster).clone(),
             endpoints: spec.endpoints.clone(),
+            ports: spec
+                .ports
+                .iter()
+                .filter(|p| {
+                    ports.get(p.name.as_str()).is_some_and(|(kept, _)| *kept == p.definition())
+                })
+                .cloned()
+                .collect(),
         })
         .collect();
     clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
@@ -134,9 +160,14 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
             namespace: service.namespace.clone(),
             name: service.name.clone(),
             service_type: winner.service_type,
-            ports: ports.into_values().map(|(p, _)| p.clone()).collect(),
+            ports: ports.into_values().map(|(p, _)| p).collect(),
             session_affinity: winner.session_affinity,
             session_affinity_timeout_secs: winner.session_affinity_timeout_secs,
+            ip_families: winner.ip_families.clone(),
+            internal_traffic_policy: winner.internal_traffic_policy,
+            traffic_distribution: winner.traffic_distribution.clone(),
+            labels: labels.0,
+            annotations: annotations.0,
             clusters,
             conditions: vec![ready_condition],
         },
@@ -162,6 +193,30 @@ pub fn unserved_export_conditions(cluster_id: &Label) -> Vec<Condition> {
 
 fn valid() -> Condition {
     condition("Valid", ConditionStatus::True, "Valid", "export is valid")
+}
+
+/// The union of a string map over the ranked exports, the oldest export's
+/// value winning per key, and the keys whose values differed.
+fn union_by_key<'a>(
+    ranked: &[&(&Label, &'a ExportSpec)],
+    map: impl Fn(&'a ExportSpec) -> &'a BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut union: BTreeMap<String, String> = BTreeMap::new();
+    let mut differing = std::collections::BTreeSet::new();
+    for (_, spec) in ranked {
+        for (k, v) in map(spec) {
+            match union.get(k) {
+                None => {
+                    union.insert(k.clone(), v.clone());
+                }
+                Some(kept) if kept != v => {
+                    differing.insert(k.clone());
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    (union, differing.into_iter().collect())
 }
 
 fn losers(ranked: &[&(&Label, &ExportSpec)], differs: impl Fn(&ExportSpec) -> bool) -> Vec<String> {
@@ -361,5 +416,44 @@ mod tests {
         let x = mk_export_spec(1, vec![port("http", 80)]);
         let y = mk_export_spec(2, vec![port("http", 81), port("grpc", 9)]);
         assert_eq!(merge(&svc(), &[(&a, &x), (&b, &y)]), merge(&svc(), &[(&b, &y), (&a, &x)]));
+    }
+
+    #[test]
+    fn target_ports_are_local_and_a_losing_port_is_left_out_of_its_cluster() {
+        let (a, b) = (label("a"), label("b"));
+        let with_target = |p: ServicePort, t: u16| ServicePort { target_port: Some(t), ..p };
+        let x = mk_export_spec(1, vec![with_target(port("http", 80), 8080), port("dns", 53)]);
+        let y = mk_export_spec(2, vec![with_target(port("http", 80), 9090), port("dns", 54)]);
+        let m = merge(&svc(), &[(&a, &x), (&b, &y)]).unwrap();
+        assert_eq!(conflict_of(&m, "b"), (ConditionStatus::True, PORT_CONFLICT.into()));
+        // The import's ports are definitions: no cluster's target port.
+        assert_eq!(m.import.ports, vec![port("dns", 53), port("http", 80)]);
+        let ports_of = |c: &str| {
+            let cluster = m.import.clusters.iter().find(|x| x.cluster_id == label(c)).unwrap();
+            cluster.ports.iter().map(|p| (p.name.clone(), p.endpoint_port())).collect::<Vec<_>>()
+        };
+        assert_eq!(ports_of("a"), vec![("http".to_owned(), 8080), ("dns".to_owned(), 53)]);
+        // b's dns 54 lost to a's dns 53; its http keeps its own target port.
+        assert_eq!(ports_of("b"), vec![("http".to_owned(), 9090)]);
+    }
+
+    #[test]
+    fn labels_and_annotations_union_with_the_oldest_value_winning() {
+        let (a, b) = (label("a"), label("b"));
+        let mut x = mk_export_spec(1, vec![port("http", 80)]);
+        let mut y = mk_export_spec(2, vec![port("http", 80)]);
+        x.labels = [("tier".into(), "gold".into())].into();
+        y.labels = [("tier".into(), "gold".into()), ("team".into(), "ml".into())].into();
+        x.annotations = [("mcs-registry.io/model".into(), "m1".into())].into();
+        y.annotations = [("mcs-registry.io/model".into(), "m2".into())].into();
+        x.ip_families = vec![mcs_api::IpFamily::IPv6, mcs_api::IpFamily::IPv4];
+        let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
+        assert_eq!(m.import.labels.len(), 2);
+        assert_eq!(m.import.annotations["mcs-registry.io/model"], "m1");
+        assert_eq!(m.import.ip_families, x.ip_families);
+        assert_eq!(conflict_of(&m, "a"), (ConditionStatus::True, ANNOTATIONS_CONFLICT.into()));
+        y.annotations.clear();
+        let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
+        assert_eq!(conflict_of(&m, "b").0, ConditionStatus::False);
     }
 }
