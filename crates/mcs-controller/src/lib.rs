@@ -1,0 +1,11 @@
+//! mcs-controller: the Kubernetes half of Multi-Cluster Services.
+//!
+//! ```text
+//!  ServiceExport + Service + EndpointSlices ──export reconciler──▶ registry (PUT export)
+//!  registry imports (watch) ──importer──▶ ServiceImport + derived Service + EndpointSlices
+//!  cluster lease held through mcs-client's keeper; leader election on a Lease
+//! ```
+//!
+//! See docs/design.md §13.
+
+pub mod crd;
