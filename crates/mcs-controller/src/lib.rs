@@ -8,4 +8,8 @@
 //!
 //! See docs/design.md §13.
 
+pub mod context;
 pub mod crd;
+pub mod metrics;
+
+pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

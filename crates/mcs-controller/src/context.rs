@@ -1,0 +1,62 @@
+//! What every part of a running controller shares: the Kubernetes and
+//! registry clients, the cluster's identity and the settings.
+
+use mcs_api::{Incarnation, Label};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The controller's name: the value of `endpointslice.kubernetes.io/managed-by`
+/// on the slices it writes and of `app.kubernetes.io/managed-by` on the other
+/// objects it creates; what it finds by to delete.
+pub const MANAGED_BY: &str = "mcs-controller.mcs-registry.io";
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "mcs-controller";
+
+/// The shared state of a running controller.
+#[derive(Clone)]
+pub struct Context {
+    /// The cluster's API server.
+    pub kube: kube::Client,
+    /// The registry.
+    pub registry: mcs_client::Client,
+    /// This cluster's id (docs/design.md §13).
+    pub cluster_id: Label,
+    /// The incarnation holding the cluster's lease.
+    pub incarnation: Incarnation,
+    /// The settings from the flags.
+    pub settings: Settings,
+    /// Bumped each time the cluster (re-)registers: exports are re-sent then.
+    pub registrations: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cluster_id", &self.cluster_id)
+            .field("incarnation", &self.incarnation)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The controller's settings that its parts read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Period of the full reconcile of exports and imports (jittered).
+    pub resync_interval: Duration,
+    /// Label selector of the Services exported automatically; `None` turns
+    /// auto-export off.
+    pub auto_export_selector: Option<String>,
+    /// Endpoints per imported EndpointSlice (at most 1000).
+    pub max_endpoints_per_slice: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            resync_interval: Duration::from_secs(300),
+            auto_export_selector: None,
+            max_endpoints_per_slice: 100,
+        }
+    }
+}
