@@ -10,6 +10,7 @@
 //!  fake         FakeRegistry: the real router in-process, with faults (feature `fake`)
 //!  pki          Ca, Leaf, TestPki: CAs, server and SPIFFE client certificates from rcgen (feature `pki`)
 //!  fixtures     JSON bodies of pools, routers and exports
+//!  k8s          K8sEnv: a real kube-apiserver per test via scripts/k8s-env (feature `k8s`)
 //!  metrics      an in-memory `metrics` recorder
 //!  multiregion  regional tables, a replicator between them, a registry per region
 //! ```
@@ -22,6 +23,8 @@ mod eventually;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod fixtures;
+#[cfg(feature = "k8s")]
+pub mod k8s;
 pub mod metrics;
 pub mod moto;
 pub mod multiregion;

@@ -1,0 +1,57 @@
+//! scripts/k8s-env through the test kit: a real API server starts, answers
+//! as cluster-admin and, under a ServiceAccount, as RBAC decides; the audit
+//! log records that account's requests; dropping the environment stops
+//! every process it started.
+
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, ListParams};
+use mcs_testkit::k8s::{K8sEnv, client_of};
+
+#[tokio::test]
+async fn an_environment_serves_rbac_audits_and_stops_on_drop() {
+    let Some(env) = K8sEnv::start("kit").await else { return };
+    let admin = env.client().await;
+    let version = admin.apiserver_version().await.expect("version");
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "37"));
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let names: Vec<_> = namespaces
+        .list(&ListParams::default())
+        .await
+        .expect("namespaces")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.iter().any(|n| n == "kube-system"), "{names:?}");
+
+    // A ServiceAccount with no role may not read secrets, and says so.
+    let kubeconfig = env.service_account_kubeconfig("rbac-test", "nobody").await;
+    let nobody = client_of(&kubeconfig).await.expect("client");
+    let secrets: Api<Secret> = Api::namespaced(nobody, "rbac-test");
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("expected 403, got {other:?}"),
+    }
+    let audit = std::fs::read_to_string(env.audit_log()).expect("audit log");
+    assert!(
+        audit.lines().any(|l| l.contains("system:serviceaccount:rbac-test:nobody")
+            && l.contains(r#""resource":"secrets""#)),
+        "the denied list is audited"
+    );
+
+    let pids: Vec<i32> = std::fs::read_to_string(env.dir().join("pids"))
+        .expect("pids")
+        .lines()
+        .map(|l| l.parse().expect("pid"))
+        .collect();
+    assert_eq!(pids.len(), 3, "etcd, kube-apiserver, kube-controller-manager");
+    let dir = env.dir().to_owned();
+    drop(env);
+    for pid in pids {
+        // Gone, or a zombie waiting for its reaper.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = state.rsplit(") ").next().and_then(|s| s.chars().next());
+        assert!(matches!(state, None | Some('Z' | 'X')), "{pid} still runs: {state:?}");
+    }
+    assert!(!dir.exists());
+}
