@@ -19,27 +19,28 @@ impl Default for Backoff {
     }
 }
 
-/// The state of one run of attempts.
+/// The state of one run of attempts (`Attempts::new(policy)`).
 #[derive(Debug)]
-pub(crate) struct Attempts {
+pub struct Attempts {
     policy: Backoff,
     next: Duration,
 }
 
 impl Attempts {
-    pub(crate) fn new(policy: Backoff) -> Self {
+    /// The first attempt's state.
+    pub fn new(policy: Backoff) -> Self {
         Self { policy, next: policy.initial }
     }
 
     /// The delay before the next attempt, at least `retry_after`.
-    pub(crate) fn delay(&mut self, retry_after: Option<Duration>) -> Duration {
+    pub fn delay(&mut self, retry_after: Option<Duration>) -> Duration {
         let ceiling = self.next.min(self.policy.max);
         self.next = (self.next * 2).min(self.policy.max);
         jitter(ceiling, 0.5).max(retry_after.unwrap_or_default())
     }
 
     /// Back to the first delay after a success.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.next = self.policy.initial;
     }
 }

@@ -22,7 +22,7 @@ use mcs_api::{
     ClusterRegistration, Label, Lease, PoolRegistration, RouterRegistration, Withdrawal, Withdrawn,
 };
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +109,7 @@ pub struct LeaseHandle {
     registration: Registration,
     lease: Lease,
     events: mpsc::UnboundedReceiver<LeaseEvent>,
+    renewed: watch::Receiver<Instant>,
     cancel: CancellationToken,
     task: JoinHandle<Registration>,
 }
@@ -117,6 +118,11 @@ impl LeaseHandle {
     /// The lease granted by the first registration.
     pub fn lease(&self) -> Lease {
         self.lease
+    }
+
+    /// When the lease was last granted (registered or renewed).
+    pub fn last_renewed(&self) -> Instant {
+        *self.renewed.borrow()
     }
 
     /// The next event (losses and regains), waiting for one.
@@ -156,20 +162,28 @@ impl Client {
     pub async fn keep(&self, registration: Registration) -> Result<LeaseHandle, Error> {
         let lease = self.retrying(|| registration.register_once(self)).await?;
         let (tx, events) = mpsc::unbounded_channel();
+        let (renewed_tx, renewed) = watch::channel(Instant::now());
         let cancel = CancellationToken::new();
-        let task =
-            tokio::spawn(renew(self.clone(), registration.clone(), lease, tx, cancel.clone()));
-        Ok(LeaseHandle { client: self.clone(), registration, lease, events, cancel, task })
+        let keeper = Keeper { events: tx, renewed: renewed_tx, cancel: cancel.clone() };
+        let task = tokio::spawn(renew(self.clone(), registration.clone(), lease, keeper));
+        Ok(LeaseHandle { client: self.clone(), registration, lease, events, renewed, cancel, task })
     }
+}
+
+/// The renewal task's ends of the handle's channels.
+struct Keeper {
+    events: mpsc::UnboundedSender<LeaseEvent>,
+    renewed: watch::Sender<Instant>,
+    cancel: CancellationToken,
 }
 
 async fn renew(
     client: Client,
     mut registration: Registration,
     mut lease: Lease,
-    events: mpsc::UnboundedSender<LeaseEvent>,
-    cancel: CancellationToken,
+    keeper: Keeper,
 ) -> Registration {
+    let Keeper { events, renewed, cancel } = keeper;
     let mut attempts = Attempts::new(client.config().backoff);
     let mut renewed_at = Instant::now();
     let mut lost = false;
@@ -183,6 +197,7 @@ async fn renew(
             Ok(granted) => {
                 lease = granted;
                 renewed_at = Instant::now();
+                renewed.send_replace(renewed_at);
                 attempts.reset();
                 if std::mem::take(&mut lost) {
                     tracing::info!("lease regained");

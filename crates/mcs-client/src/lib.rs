@@ -48,7 +48,7 @@ pub mod keeper;
 mod tls;
 pub mod watch;
 
-pub use backoff::Backoff;
+pub use backoff::{Attempts, Backoff};
 pub use client::{Client, ClientConfig, TlsFiles};
 pub use error::{Conflict, Error};
 pub use keeper::{LeaseEvent, LeaseHandle, Registration};

@@ -37,9 +37,12 @@ async fn renews_past_the_lease_and_withdraws_on_shutdown() {
     let c = client(&fake);
     let handle = c.keep(short_pool("llama")).await.unwrap();
     assert_eq!(handle.lease().duration_secs, 2);
+    let registered = handle.last_renewed();
     // Twice the lease: without renewals the pool would have expired.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(c.pools().await.unwrap().pools.len(), 1, "renewed");
+    assert!(handle.last_renewed() > registered, "renewals are reported");
+    assert!(handle.last_renewed().elapsed() < Duration::from_secs(2));
     assert!(fake.writes_seen() >= 4, "renewals sent: {}", fake.writes_seen());
     handle.shutdown().await.unwrap();
     assert!(c.pools().await.unwrap().pools.is_empty(), "withdrawn on shutdown");

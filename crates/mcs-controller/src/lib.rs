@@ -8,8 +8,13 @@
 //!
 //! See docs/design.md §13.
 
+pub mod config;
 pub mod context;
 pub mod crd;
+pub mod health;
+pub mod leader;
 pub mod metrics;
+pub mod rbac;
+pub mod registration;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

@@ -1,0 +1,253 @@
+//! The controller's flags, each with an `MCS_*` environment twin, and the
+//! checks clap cannot make (exit 2 with one line naming the flag).
+//! docs/configuration.md lists them.
+
+use crate::Settings;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `mcs-controller`: runs the controller, or prints what deploying it needs.
+#[derive(Debug, Parser)]
+#[command(name = "mcs-controller", version, about, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// Something to print instead of running.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The controller's flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// What `mcs-controller` can print.
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub enum Command {
+    /// The ServiceExport and ServiceImport CRDs (YAML).
+    Crds,
+    /// The ClusterRole with exactly the permissions the controller uses (YAML).
+    Rbac,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The flags of a running controller.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// This cluster's id, a DNS label; else the `cluster.clusterset.k8s.io`
+    /// ClusterProperty's value. Both given and different: refused.
+    #[arg(long, env = "MCS_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
+    /// The registry's base URL, `https://…` (or `http://…` with
+    /// `--registry-allow-insecure-http`).
+    #[arg(long, env = "MCS_REGISTRY_URL")]
+    pub registry_url: Option<String>,
+    /// CA bundle (PEM) trusted for the registry's certificate.
+    #[arg(long, env = "MCS_REGISTRY_CA_FILE")]
+    pub registry_ca_file: Option<PathBuf>,
+    /// Client certificate chain (PEM) presented to the registry (mTLS).
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_CERT", requires = "registry_client_key")]
+    pub registry_client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_KEY", requires = "registry_client_cert")]
+    pub registry_client_key: Option<PathBuf>,
+    /// Allows a plain `http://` registry URL (evaluation only).
+    #[arg(long, env = "MCS_REGISTRY_ALLOW_INSECURE_HTTP")]
+    pub registry_allow_insecure_http: bool,
+    /// Period of the full reconcile of exports and imports, jittered by up
+    /// to a tenth.
+    #[arg(long, env = "MCS_RESYNC_INTERVAL_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub resync_interval_secs: u64,
+    /// Label selector of the Services exported without a ServiceExport of
+    /// their own (the controller creates one, and deletes only those).
+    #[arg(
+        long,
+        env = "MCS_AUTO_EXPORT_SELECTOR",
+        default_value = "multicluster.x-k8s.io/export=true"
+    )]
+    pub auto_export_selector: String,
+    /// Turns auto-export off.
+    #[arg(long, env = "MCS_NO_AUTO_EXPORT")]
+    pub no_auto_export: bool,
+    /// Endpoints per imported EndpointSlice.
+    #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
+          value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub max_endpoints_per_slice: u16,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, env = "MCS_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+    /// Namespace of the leader-election Lease; else the pod's own
+    /// (`POD_NAMESPACE` or the service account's), else `default`.
+    #[arg(long, env = "MCS_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "MCS_LEADER_ELECTION_LEASE", default_value = "mcs-controller")]
+    pub leader_election_lease: String,
+    /// How long a leader's Lease lasts without renewal.
+    #[arg(long, env = "MCS_LEADER_ELECTION_LEASE_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(3..=300))]
+    pub leader_election_lease_secs: u64,
+    /// Log filter (`tracing` syntax), e.g. `info,mcs_controller=debug`.
+    #[arg(long, env = "MCS_LOG", default_value = "info")]
+    pub log: String,
+    /// Log format.
+    #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// What the flags resolve to, once checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The client's configuration.
+    pub registry: mcs_client::ClientConfig,
+    /// `--cluster-id`, if given.
+    pub cluster_id: Option<String>,
+    /// The parts' settings.
+    pub settings: Settings,
+    /// Where `/metrics` is served.
+    pub metrics_listen: SocketAddr,
+    /// The Lease's namespace, if given.
+    pub lease_namespace: Option<String>,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// The Lease's duration.
+    pub lease_duration: Duration,
+}
+
+impl RunArgs {
+    /// Checks what clap cannot; the message names the flag.
+    pub fn resolve(&self) -> Result<Config, String> {
+        let url =
+            self.registry_url.clone().ok_or("--registry-url (MCS_REGISTRY_URL) is required")?;
+        if url.starts_with("http://") && !self.registry_allow_insecure_http {
+            return Err(format!(
+                "--registry-url {url:?} is plain http: pass --registry-allow-insecure-http \
+                 (MCS_REGISTRY_ALLOW_INSECURE_HTTP=true) to allow it, or use https"
+            ));
+        }
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(format!("--registry-url {url:?} must start with https:// or http://"));
+        }
+        if url.starts_with("https://") && self.registry_ca_file.is_none() {
+            return Err("--registry-ca-file is required with an https:// --registry-url".into());
+        }
+        let mut registry = mcs_client::ClientConfig::new(url);
+        registry.allow_insecure_http = self.registry_allow_insecure_http;
+        registry.tls = self.registry_ca_file.clone().map(|ca| mcs_client::TlsFiles {
+            ca_bundle: ca,
+            client_identity: self
+                .registry_client_cert
+                .clone()
+                .zip(self.registry_client_key.clone()),
+        });
+        if let Some(id) = &self.cluster_id {
+            mcs_api::Label::new(id.as_str()).map_err(|e| format!("--cluster-id: {e}"))?;
+        }
+        let selector = (!self.no_auto_export).then(|| self.auto_export_selector.clone());
+        if selector.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(
+                "--auto-export-selector is empty: pass --no-auto-export to turn it off".into()
+            );
+        }
+        Ok(Config {
+            registry,
+            cluster_id: self.cluster_id.clone(),
+            settings: Settings {
+                resync_interval: Duration::from_secs(self.resync_interval_secs),
+                auto_export_selector: selector,
+                max_endpoints_per_slice: usize::from(self.max_endpoints_per_slice),
+            },
+            metrics_listen: self.metrics_listen,
+            lease_namespace: self.leader_election_namespace.clone(),
+            lease_name: self.leader_election_lease.clone(),
+            lease_duration: Duration::from_secs(self.leader_election_lease_secs),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let mut argv = vec!["mcs-controller"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        cli.run.resolve()
+    }
+
+    #[test]
+    fn plain_http_needs_the_explicit_opt_in() {
+        let err = parse(&["--registry-url", "http://r:8080"]).unwrap_err();
+        assert!(err.contains("--registry-allow-insecure-http"), "{err}");
+        let ok = parse(&["--registry-url", "http://r:8080", "--registry-allow-insecure-http"]);
+        assert!(ok.unwrap().registry.allow_insecure_http);
+    }
+
+    #[test]
+    fn https_needs_a_ca_and_a_client_cert_needs_its_key() {
+        let err = parse(&["--registry-url", "https://r:8443"]).unwrap_err();
+        assert!(err.contains("--registry-ca-file"), "{err}");
+        let err = parse(&[
+            "--registry-url",
+            "https://r:8443",
+            "--registry-ca-file",
+            "/ca",
+            "--registry-client-cert",
+            "/c",
+        ])
+        .unwrap_err();
+        assert!(err.contains("--registry-client-key"), "{err}");
+        let config = parse(&[
+            "--registry-url",
+            "https://r:8443",
+            "--registry-ca-file",
+            "/ca",
+            "--registry-client-cert",
+            "/c",
+            "--registry-client-key",
+            "/k",
+        ])
+        .unwrap();
+        let tls = config.registry.tls.unwrap();
+        assert_eq!(tls.client_identity, Some(("/c".into(), "/k".into())));
+    }
+
+    #[test]
+    fn bounds_and_labels_are_checked() {
+        let base = ["--registry-url", "http://r", "--registry-allow-insecure-http"];
+        let with = |extra: &[&str]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            parse(&v)
+        };
+        assert!(with(&["--resync-interval-secs", "0"]).unwrap_err().contains("resync"));
+        assert!(with(&["--max-endpoints-per-slice", "1001"]).unwrap_err().contains("1001"));
+        assert!(with(&["--cluster-id", "East_1"]).unwrap_err().contains("--cluster-id"));
+        assert!(with(&["--auto-export-selector", " "]).unwrap_err().contains("--no-auto-export"));
+        let config = with(&["--no-auto-export", "--resync-interval-secs", "60"]).unwrap();
+        assert_eq!(config.settings.auto_export_selector, None);
+        assert_eq!(config.settings.resync_interval, Duration::from_secs(60));
+        let config = with(&[]).unwrap();
+        assert_eq!(
+            config.settings.auto_export_selector.as_deref(),
+            Some("multicluster.x-k8s.io/export=true")
+        );
+        assert_eq!(config.settings.max_endpoints_per_slice, 100);
+    }
+
+    #[test]
+    fn subcommands_take_no_run_flags() {
+        let cli = Cli::try_parse_from(["mcs-controller", "crds"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Crds)));
+        assert!(Cli::try_parse_from(["mcs-controller", "--cluster-id", "a", "rbac"]).is_err());
+    }
+}

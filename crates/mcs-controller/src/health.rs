@@ -1,0 +1,77 @@
+//! `/metrics`, `/healthz` and `/readyz` on `--metrics-listen`.
+//!
+//! - `/healthz`: 200 while the process serves (its runtime answers).
+//! - `/readyz`: 200 when the API server answered within the last minute
+//!   (leader election talks to it every few seconds, leader or not) and, on
+//!   the leader, the cluster is registered; else 503 with the reason.
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+
+static API_SERVER_SEEN: AtomicU64 = AtomicU64::new(0);
+static LEADING: AtomicBool = AtomicBool::new(false);
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// How long without an answer from the API server makes the pod unready.
+const API_SERVER_STALE_SECS: u64 = 60;
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Notes that the API server answered.
+pub fn saw_api_server() {
+    API_SERVER_SEEN.store(now_secs(), Ordering::Relaxed);
+}
+
+/// Notes whether this replica leads, and whether its cluster is registered.
+pub fn set_leading(leading: bool, registered: bool) {
+    LEADING.store(leading, Ordering::Relaxed);
+    REGISTERED.store(registered, Ordering::Relaxed);
+}
+
+/// Why the controller is not ready, if it is not.
+pub fn unready_reason() -> Option<String> {
+    let seen = API_SERVER_SEEN.load(Ordering::Relaxed);
+    if now_secs().saturating_sub(seen) > API_SERVER_STALE_SECS {
+        return Some("the Kubernetes API server has not answered for a minute".into());
+    }
+    if LEADING.load(Ordering::Relaxed) && !REGISTERED.load(Ordering::Relaxed) {
+        return Some("leading, but the cluster is not registered with the registry".into());
+    }
+    None
+}
+
+/// Serves the three endpoints on `listener` until `cancel`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(move || std::future::ready(handle.render())))
+        .route("/healthz", get(|| std::future::ready("ok")))
+        .route(
+            "/readyz",
+            get(|| {
+                std::future::ready(match unready_reason() {
+                    None => (StatusCode::OK, "ok".to_owned()),
+                    Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+                })
+            }),
+        );
+    axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned()).await
+}
+
+/// Binds `addr`, naming it in the error.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding --metrics-listen {addr}: {e}"))
+}
