@@ -237,9 +237,9 @@ async fn renew_once(api: &Api<Lease>, election: &Election) -> Result<bool, kube:
 impl Leadership {
     /// Stops renewing and clears the holder, so that a standby takes over
     /// without waiting for the Lease to run out. The incarnation stays.
-    pub async fn release(self) {
+    pub async fn release(mut self) {
         self.stop.cancel();
-        let _ = self.renewer.await;
+        let _ = (&mut self.renewer).await;
         metrics::gauge!(crate::metrics::LEADER).set(0.0);
         let result = async {
             let mut lease = self.api.get(&self.election.name).await?;
@@ -260,6 +260,14 @@ impl Leadership {
                 tracing::warn!(error = %e, "releasing the leader lease failed; it runs out on its own")
             }
         }
+    }
+}
+
+/// Dropping leadership stops renewing without releasing: the Lease then
+/// runs out on its own (as when the process dies).
+impl Drop for Leadership {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 

@@ -1,0 +1,91 @@
+//! A running controller: the metrics and health endpoints, the cluster's
+//! identity, then leadership terms. In each term the leader holds the
+//! cluster's registry lease, reconciles exports and imports; a lost
+//! leadership ends the process (exit 1, restarted by its Deployment) so no
+//! two replicas ever write at once; SIGTERM ends the term, releases the
+//! Lease and exits 0 without withdrawing anything (docs/design.md §13).
+
+use crate::config::Config;
+use crate::leader::Election;
+use crate::{Context, health, identity, leader, registration};
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Runs until SIGTERM/SIGINT (`Ok`) or a failure (`Err`).
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let handle = crate::metrics::install();
+    let listener = health::bind(config.metrics_listen).await?;
+    let cancel = CancellationToken::new();
+    tokio::spawn(shutdown_on_signal(cancel.clone()));
+    let server = tokio::spawn(health::serve(listener, handle, cancel.clone()));
+
+    let kube = kube::Client::try_default()
+        .await
+        .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
+    let property = identity::read_cluster_property(&kube).await?;
+    let cluster_id = identity::resolve(config.cluster_id.as_deref(), property.as_deref())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    health::saw_api_server();
+    tracing::info!(cluster = %cluster_id, "cluster identity");
+    let registry = mcs_client::Client::new(config.registry.clone())?;
+
+    let election = Election {
+        namespace: config.lease_namespace.clone().unwrap_or_else(leader::default_namespace),
+        name: config.lease_name.clone(),
+        identity: leader::identity(),
+        duration: config.lease_duration,
+    };
+    let Some(leadership) = election.acquire(kube.clone(), &cancel).await? else {
+        let _ = server.await;
+        return Ok(());
+    };
+    let term = cancel.child_token();
+    let (registrations_tx, registrations) = watch::channel(0);
+    let ctx = Arc::new(Context {
+        kube,
+        registry: registry.clone(),
+        cluster_id: cluster_id.clone(),
+        incarnation: leadership.incarnation.clone(),
+        settings: config.settings.clone(),
+        registrations,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    let incarnation = ctx.incarnation.clone();
+    let hold = registration::hold(registry, cluster_id, incarnation, registrations_tx, term.clone());
+    tasks.spawn(async move {
+        hold.await;
+        Ok(())
+    });
+    tasks.spawn(crate::export::run(ctx.clone(), term.clone()));
+    tasks.spawn(crate::import::run(ctx, term.clone()));
+    let result = tokio::select! {
+        _ = leadership.lost.cancelled() => Err(anyhow::anyhow!("leadership lost")),
+        _ = cancel.cancelled() => Ok(()),
+        done = tasks.join_next() => match done {
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(e)) => Err(anyhow::anyhow!("a controller task failed: {e}")),
+            _ => Err(anyhow::anyhow!("a controller task ended")),
+        },
+    };
+    term.cancel();
+    while tasks.join_next().await.is_some() {}
+    health::set_leading(false, false);
+    if result.is_ok() {
+        leadership.release().await;
+    }
+    cancel.cancel();
+    let _ = server.await;
+    result
+}
+
+async fn shutdown_on_signal(cancel: CancellationToken) {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down: exports stay registered");
+    cancel.cancel();
+}
