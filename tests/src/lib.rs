@@ -10,6 +10,8 @@
 //!                             (mcs-testkit's, re-exported)
 //! ```
 
+pub mod controller;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -33,6 +35,17 @@ macro_rules! binaries {
         $crate::Binaries {
             registry: ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_mcs-registry-for-tests")),
             admin: ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_mcs-admin-for-tests")),
+        }
+    };
+}
+
+/// The binaries of the controller's tests (`mcs_tests::controller`).
+#[macro_export]
+macro_rules! controller_binaries {
+    () => {
+        $crate::controller::ControllerBinaries {
+            registry: ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_mcs-registry-for-tests")),
+            controller: ::std::path::PathBuf::from(env!("CARGO_BIN_EXE_mcs-controller-for-tests")),
         }
     };
 }

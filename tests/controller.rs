@@ -1,0 +1,523 @@
+//! mcs-controller against real API servers (`scripts/k8s-env`), a real
+//! registry (on DynamoDB, moto) and each other: two clusters exporting and
+//! importing, conflicts, outages, drift, scale, failover, and the
+//! controller's RBAC checked in the API servers' audit logs.
+//!
+//! Every controller here runs under the ClusterRole `mcs-controller rbac`
+//! prints, through a ServiceAccount bound to nothing else.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed call should fail the test loudly
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta};
+use mcs_controller::MANAGED_BY;
+use mcs_controller::crd::{ServiceExport, ServiceImport};
+use mcs_testkit::eventually;
+use mcs_testkit::k8s::ensure_namespace;
+use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+const NS: &str = "demo";
+const WITHIN: Duration = Duration::from_secs(30);
+const SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
+const SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+
+async fn world(names: &[&str], flags: &[&str]) -> Option<World> {
+    let world = World::start(mcs_tests::controller_binaries!(), names, flags).await?;
+    for c in &world.clusters {
+        ensure_namespace(&c.kube, NS).await;
+    }
+    Some(world)
+}
+
+fn export(name: &str) -> ServiceExport {
+    ServiceExport {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    }
+}
+
+/// Exports `name` from cluster `c`: its Service, one slice of `addresses`, the ServiceExport.
+async fn export_service(c: &Cluster, name: &str, ports: &[(&str, u16, u16)], addresses: &[&str]) {
+    apply(&services(c), &service(NS, name, ports, false)).await;
+    let slice_ports: Vec<(&str, u16)> = ports.iter().map(|(n, _, t)| (*n, *t)).collect();
+    apply(&slices(c), &endpoint_slice(NS, name, &format!("{name}-own"), addresses, &slice_ports))
+        .await;
+    apply(&exports(c), &export(name)).await;
+}
+
+fn services(c: &Cluster) -> Api<Service> {
+    Api::namespaced(c.kube.clone(), NS)
+}
+fn slices(c: &Cluster) -> Api<EndpointSlice> {
+    Api::namespaced(c.kube.clone(), NS)
+}
+fn exports(c: &Cluster) -> Api<ServiceExport> {
+    Api::namespaced(c.kube.clone(), NS)
+}
+fn imports(c: &Cluster) -> Api<ServiceImport> {
+    Api::namespaced(c.kube.clone(), NS)
+}
+
+/// The slices the controller imported for `service` (by our managed-by label).
+async fn imported_slices(c: &Cluster, service: &str) -> Vec<EndpointSlice> {
+    let selector =
+        format!("{SERVICE_NAME}={service},endpointslice.kubernetes.io/managed-by={MANAGED_BY}");
+    slices(c).list(&ListParams::default().labels(&selector)).await.expect("slices").items
+}
+
+/// `(source cluster, address)` of every endpoint of the imported slices.
+async fn imported_endpoints(c: &Cluster, service: &str) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for s in imported_slices(c, service).await {
+        let source = label(&s.metadata, SOURCE_CLUSTER);
+        for e in s.endpoints.into_iter().flatten() {
+            for a in e.addresses {
+                out.insert((source.clone(), a));
+            }
+        }
+    }
+    out
+}
+
+fn label(meta: &ObjectMeta, key: &str) -> String {
+    meta.labels.as_ref().and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// The status and reason of condition `kind` of export `name`.
+async fn condition(c: &Cluster, name: &str, kind: &str) -> Option<(String, String)> {
+    let export = exports(c).get_opt(name).await.ok()??;
+    let cond = export.status?.conditions.into_iter().find(|x| x.type_ == kind)?;
+    Some((cond.status, cond.reason))
+}
+
+async fn wait_condition(c: &Cluster, name: &str, kind: &str, status: &str, reason: &str) {
+    let what = format!("{}: {name} {kind}={status} {reason}", c.name);
+    eventually(WITHIN, &what, async || {
+        condition(c, name, kind).await == Some((status.into(), reason.into()))
+    })
+    .await;
+}
+
+fn addresses(cluster: &str, list: &[&str]) -> BTreeSet<(String, String)> {
+    list.iter().map(|a| (cluster.to_owned(), (*a).to_owned())).collect()
+}
+
+/// Requests of the controller's ServiceAccount in `c`'s audit log:
+/// `(verb, group, resource[/subresource], status code)`.
+fn audited(c: &Cluster) -> Vec<(String, String, String, u16)> {
+    let log = std::fs::read_to_string(c.env.audit_log()).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == "system:serviceaccount:mcs-system:mcs-controller")
+        .filter_map(|e| {
+            let r = &e["objectRef"];
+            let resource = r["resource"].as_str()?;
+            let resource = match r["subresource"].as_str() {
+                Some(sub) => format!("{resource}/{sub}"),
+                None => resource.to_owned(),
+            };
+            Some((
+                e["verb"].as_str()?.to_owned(),
+                r["apiGroup"].as_str().unwrap_or("").to_owned(),
+                resource,
+                u16::try_from(e["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
+/// Writes by the controller (anything but reads and its leader Lease).
+fn writes(c: &Cluster) -> usize {
+    audited(c)
+        .iter()
+        .filter(|(verb, _, resource, _)| {
+            !matches!(verb.as_str(), "get" | "list" | "watch") && resource != "leases"
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn export_import_headless_invalid_unexport_and_rbac() {
+    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "4"]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+
+    export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1", "10.1.0.2"]).await;
+    wait_condition(east, "web", "Valid", "True", "Valid").await;
+    wait_condition(east, "web", "Ready", "True", "Exported").await;
+    wait_condition(east, "web", "Conflict", "False", "NoConflicts").await;
+
+    // Imported in both clusters (its own too): ServiceImport, derived Service, slices.
+    for c in [east, west] {
+        let what = format!("{}: web imported", c.name);
+        eventually(WITHIN, &what, async || {
+            imported_endpoints(c, "web").await == addresses("east", &["10.1.0.1", "10.1.0.2"])
+        })
+        .await;
+        let import = imports(c).get("web").await.expect("ServiceImport web");
+        assert_eq!(import.spec.type_, "ClusterSetIP");
+        let ports: Vec<_> = import.spec.ports.iter().map(|p| (p.name.as_str(), p.port)).collect();
+        assert_eq!(ports, vec![("http", 80)]);
+        let clusters: Vec<_> = import
+            .status
+            .clone()
+            .unwrap_or_default()
+            .clusters
+            .into_iter()
+            .map(|c| c.cluster)
+            .collect();
+        assert_eq!(clusters, vec!["east"]);
+        let slice = &imported_slices(c, "web").await[0];
+        let derived = label(&slice.metadata, "kubernetes.io/service-name");
+        assert!(derived.starts_with("derived-"), "{derived}");
+        let slice_ports: Vec<_> = slice
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| (p.name.clone().unwrap_or_default(), p.port.unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            slice_ports,
+            vec![("http".to_owned(), 8080)],
+            "the source cluster's target port"
+        );
+        let derived = services(c).get(&derived).await.expect("the derived Service");
+        let ips = derived.spec.and_then(|s| s.cluster_ips).unwrap_or_default();
+        eventually(WITHIN, "the ServiceImport carries the derived Service's IPs", async || {
+            imports(c).get("web").await.is_ok_and(|i| i.spec.ips == ips)
+        })
+        .await;
+    }
+
+    // Headless, exported from west.
+    apply(&services(west), &service(NS, "db", &[("pg", 5432, 5432)], true)).await;
+    apply(&slices(west), &endpoint_slice(NS, "db", "db-own", &["10.2.0.9"], &[("pg", 5432)])).await;
+    apply(&exports(west), &export("db")).await;
+    for c in [east, west] {
+        let what = format!("{}: db imported as Headless", c.name);
+        eventually(WITHIN, &what, async || {
+            imports(c)
+                .get("db")
+                .await
+                .is_ok_and(|i| i.spec.type_ == "Headless" && i.spec.ips.is_empty())
+                && imported_endpoints(c, "db").await == addresses("west", &["10.2.0.9"])
+        })
+        .await;
+    }
+
+    // ExternalName: invalid. A ServiceExport without its Service: invalid until it appears.
+    let mut external = service(NS, "ext", &[("http", 80, 80)], false);
+    let spec = external.spec.as_mut().unwrap();
+    spec.type_ = Some("ExternalName".into());
+    spec.external_name = Some("example.com".into());
+    spec.selector = None;
+    apply(&services(east), &external).await;
+    apply(&exports(east), &export("ext")).await;
+    wait_condition(east, "ext", "Valid", "False", "InvalidServiceType").await;
+    apply(&exports(east), &export("later")).await;
+    wait_condition(east, "later", "Valid", "False", "NoService").await;
+    apply(&services(east), &service(NS, "later", &[("http", 80, 80)], false)).await;
+    wait_condition(east, "later", "Valid", "True", "Valid").await;
+    wait_condition(east, "later", "Ready", "True", "Exported").await;
+
+    // Nothing changes: over two resyncs, no write at all.
+    eventually(WITHIN, "later imported", async || imports(west).get("later").await.is_ok()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = (writes(east), writes(west));
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert_eq!(
+        (writes(east), writes(west)),
+        before,
+        "a reconcile with nothing changed writes nothing"
+    );
+
+    // Unexported everywhere: import, derived Service and slices go.
+    let derived =
+        label(&imported_slices(west, "web").await[0].metadata, "kubernetes.io/service-name");
+    exports(east).delete("web", &DeleteParams::default()).await.unwrap();
+    for c in [east, west] {
+        let what = format!("{}: web gone", c.name);
+        eventually(WITHIN, &what, async || {
+            imports(c).get_opt("web").await.unwrap().is_none()
+                && imported_slices(c, "web").await.is_empty()
+                && services(c).get_opt(&derived).await.unwrap().is_none()
+        })
+        .await;
+    }
+    eventually(WITHIN, "the finalizer let the ServiceExport go", async || {
+        exports(east).get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+
+    // RBAC: nothing the controller asked was denied.
+    for c in [east, west] {
+        let denied: Vec<_> = audited(c).into_iter().filter(|r| r.3 == 403).collect();
+        assert!(denied.is_empty(), "{}: denied {denied:?}", c.name);
+    }
+}
+
+#[tokio::test]
+async fn conflicting_ports_union_and_every_exporter_sees_the_conflict() {
+    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "4"]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    wait_condition(east, "web", "Ready", "True", "Exported").await;
+    // Later, west defines http differently and adds grpc.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    export_service(west, "web", &[("http", 81, 8081), ("grpc", 9090, 9091)], &["10.2.0.1"]).await;
+    for (c, name) in [(east, "east"), (west, "west")] {
+        let _ = name;
+        wait_condition(c, "web", "Conflict", "True", "PortConflict").await;
+    }
+    for c in [east, west] {
+        let what = format!("{}: ports unioned, the oldest http kept", c.name);
+        eventually(WITHIN, &what, async || {
+            imports(c).get("web").await.is_ok_and(|i| {
+                let mut ports: Vec<_> =
+                    i.spec.ports.iter().map(|p| (p.name.clone(), p.port)).collect();
+                ports.sort();
+                ports == vec![("grpc".to_owned(), 9090), ("http".to_owned(), 80)]
+            }) && imported_endpoints(c, "web").await
+                == addresses("east", &["10.1.0.1"])
+                    .union(&addresses("west", &["10.2.0.1"]))
+                    .cloned()
+                    .collect()
+        })
+        .await;
+        // West's losing http is left out of its slices; its grpc stays.
+        for s in imported_slices(c, "web").await {
+            let ports: BTreeMap<String, i32> = s
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| (p.name.clone().unwrap_or_default(), p.port.unwrap_or_default()))
+                .collect();
+            match label(&s.metadata, SOURCE_CLUSTER).as_str() {
+                "east" => assert_eq!(ports, [("http".to_owned(), 8080)].into()),
+                "west" => assert_eq!(ports, [("grpc".to_owned(), 9091)].into()),
+                other => panic!("source cluster {other}"),
+            }
+        }
+    }
+    // The conflict resolved: both see it go.
+    export_service(west, "web", &[("http", 80, 8081), ("grpc", 9090, 9091)], &["10.2.0.1"]).await;
+    for c in [east, west] {
+        wait_condition(c, "web", "Conflict", "False", "NoConflicts").await;
+    }
+}
+
+#[tokio::test]
+async fn registry_outage_deletes_nothing_and_a_stopped_cluster_loses_only_its_slices() {
+    let Some(mut world) = world(&["east", "west"], &["--resync-interval-secs", "3"]).await else {
+        return;
+    };
+    {
+        let (east, west) = (world.cluster("east"), world.cluster("west"));
+        export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+        export_service(west, "web", &[("http", 80, 8080)], &["10.2.0.1"]).await;
+        let both = addresses("east", &["10.1.0.1"])
+            .union(&addresses("west", &["10.2.0.1"]))
+            .cloned()
+            .collect();
+        eventually(WITHIN, "west imports both", async || {
+            imported_endpoints(west, "web").await == both
+        })
+        .await;
+    }
+    world.stop_registry().await;
+    {
+        let west = world.cluster("west");
+        // Over more than two resyncs nothing imported is deleted, and Ready says why.
+        let until = Instant::now() + Duration::from_secs(8);
+        while Instant::now() < until {
+            assert_eq!(
+                imported_endpoints(west, "web").await.len(),
+                2,
+                "deleted while the registry was down"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        eventually(WITHIN, "the ServiceImport reports the registry", async || {
+            imports(west).get("web").await.is_ok_and(|i| {
+                i.status
+                    .unwrap_or_default()
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "False")
+            })
+        })
+        .await;
+    }
+    world.start_registry().await;
+    {
+        let west = world.cluster("west");
+        eventually(WITHIN, "Ready again", async || {
+            imports(west).get("web").await.is_ok_and(|i| {
+                i.status
+                    .unwrap_or_default()
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .await;
+        wait_condition(world.cluster("east"), "web", "Ready", "True", "Exported").await;
+    }
+    // East's controller dies: after its lease only east's slices go in west.
+    let east_controller = world.clusters[0].controllers.remove(0);
+    east_controller.kill().await;
+    let west = world.cluster("west");
+    let lease = Duration::from_secs(mcs_tests::controller::LEASE_SECS);
+    let killed = Instant::now();
+    eventually(WITHIN + lease, "east's slices gone from west", async || {
+        imported_endpoints(west, "web").await == addresses("west", &["10.2.0.1"])
+    })
+    .await;
+    assert!(
+        killed.elapsed() >= lease / 2,
+        "gone after {:?}, before the lease could end",
+        killed.elapsed()
+    );
+    assert!(imports(west).get("web").await.is_ok(), "west's own export keeps the import");
+}
+
+#[tokio::test]
+async fn drift_is_repaired_and_2500_endpoints_fit_in_slices() {
+    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "3"]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    // 2,500 endpoints in three source slices of at most 1,000.
+    let all: Vec<String> = (0..2500).map(|i| format!("10.3.{}.{}", i / 250, i % 250 + 1)).collect();
+    apply(&services(east), &service(NS, "big", &[("http", 80, 8080)], false)).await;
+    for (n, chunk) in all.chunks(1000).enumerate() {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        apply(
+            &slices(east),
+            &endpoint_slice(NS, "big", &format!("big-{n}"), &refs, &[("http", 8080)]),
+        )
+        .await;
+    }
+    apply(&exports(east), &export("big")).await;
+    eventually(Duration::from_secs(60), "2,500 endpoints imported", async || {
+        imported_endpoints(west, "big").await.len() == 2500
+    })
+    .await;
+    let imported = imported_slices(west, "big").await;
+    assert_eq!(imported.len(), 25, "100 endpoints a slice");
+    assert!(imported.iter().all(|s| s.endpoints.as_ref().map_or(0, Vec::len) <= 100));
+
+    // Drift: a slice deleted by hand, one edited by hand, one of ours that should not exist.
+    let victim = imported[0].metadata.name.clone().unwrap();
+    let edited = imported[1].metadata.name.clone().unwrap();
+    slices(west).delete(&victim, &DeleteParams::default()).await.unwrap();
+    let mut changed = imported[1].clone();
+    changed.endpoints.as_mut().unwrap().truncate(1);
+    changed.metadata.managed_fields = None;
+    changed.metadata.resource_version = None;
+    apply(&slices(west), &changed).await;
+    let mut stray = imported[2].clone();
+    stray.metadata = ObjectMeta {
+        name: Some("stray-import".into()),
+        namespace: Some(NS.into()),
+        labels: stray.metadata.labels.clone(),
+        ..Default::default()
+    };
+    apply(&slices(west), &stray).await;
+    eventually(Duration::from_secs(20), "drift repaired", async || {
+        let names: BTreeSet<String> = imported_slices(west, "big")
+            .await
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        names.contains(&victim)
+            && !names.contains("stray-import")
+            && slices(west)
+                .get(&edited)
+                .await
+                .is_ok_and(|s| s.endpoints.as_ref().map_or(0, Vec::len) == 100)
+            && imported_endpoints(west, "big").await.len() == 2500
+    })
+    .await;
+
+    // Scaled down to 150: two slices, the rest deleted.
+    for n in 1..3 {
+        slices(east).delete(&format!("big-{n}"), &DeleteParams::default()).await.unwrap();
+    }
+    let refs: Vec<&str> = all[..150].iter().map(String::as_str).collect();
+    apply(&slices(east), &endpoint_slice(NS, "big", "big-0", &refs, &[("http", 8080)])).await;
+    eventually(WITHIN, "scaled down", async || {
+        let s = imported_slices(west, "big").await;
+        s.len() == 2 && imported_endpoints(west, "big").await.len() == 150
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn two_replicas_one_leader_and_failover_keeps_the_slices() {
+    let Some(mut world) = world(&["east", "west"], &["--resync-interval-secs", "5"]).await else {
+        return;
+    };
+    world.start_controller(0).await;
+    {
+        let (east, west) = (world.cluster("east"), world.cluster("west"));
+        export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+        eventually(WITHIN, "imported", async || {
+            imported_endpoints(west, "web").await == addresses("east", &["10.1.0.1"])
+        })
+        .await;
+    }
+    let mut leaders = Vec::new();
+    for (i, c) in world.clusters[0].controllers.iter().enumerate() {
+        if c.metric("mcs_controller_leader", &[]).await == 1.0 {
+            leaders.push(i);
+        }
+    }
+    assert_eq!(leaders.len(), 1, "one leader of two replicas");
+    let slice_names = |c: &Cluster| {
+        let api = slices(c);
+        async move {
+            let selector = format!("endpointslice.kubernetes.io/managed-by={MANAGED_BY}");
+            let list = api.list(&ListParams::default().labels(&selector)).await.unwrap().items;
+            list.into_iter().filter_map(|s| s.metadata.name).collect::<BTreeSet<_>>()
+        }
+    };
+    let before = slice_names(world.cluster("west")).await;
+    let leader = world.clusters[0].controllers.remove(leaders[0]);
+    leader.kill().await;
+    // The standby takes over; meanwhile east's slices never leave west, and
+    // no slice is duplicated.
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        let west = world.cluster("west");
+        assert_eq!(imported_endpoints(west, "web").await, addresses("east", &["10.1.0.1"]));
+        assert_eq!(slice_names(west).await, before);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let standby = &world.clusters[0].controllers[0];
+    assert_eq!(standby.metric("mcs_controller_leader", &[]).await, 1.0, "the standby leads");
+    // The new leader exports: a change in east reaches west.
+    let east = world.cluster("east");
+    apply(
+        &slices(east),
+        &endpoint_slice(NS, "web", "web-own", &["10.1.0.1", "10.1.0.7"], &[("http", 8080)]),
+    )
+    .await;
+    eventually(WITHIN, "the new leader exports changes", async || {
+        imported_endpoints(world.cluster("west"), "web").await
+            == addresses("east", &["10.1.0.1", "10.1.0.7"])
+    })
+    .await;
+}

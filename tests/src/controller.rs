@@ -1,0 +1,455 @@
+//! A clusterset for the controller's tests: real API servers (one per
+//! cluster, `scripts/k8s-env`), one registry on DynamoDB (moto) that can
+//! be stopped and restarted on the same port with its data, and an
+//! `mcs-controller` process per cluster running under the ClusterRole that
+//! `mcs-controller rbac` generates (never cluster-admin).
+//!
+//! ```text
+//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole + ServiceAccount
+//!                                    registry (dynamodb, short leases)
+//!                                    ControllerProcess per cluster (its SA's kubeconfig)
+//!  world.cluster("east").kube        a cluster-admin client for the test's own objects
+//! ```
+
+use crate::RegistryProcess;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The namespace of the controller's ServiceAccount and Lease.
+pub const SYSTEM_NAMESPACE: &str = "mcs-system";
+/// The registry's lease for clusters in these tests (heartbeats every 2 s).
+pub const LEASE_SECS: u64 = 6;
+
+/// The binaries the controller's tests run.
+#[derive(Debug, Clone)]
+pub struct ControllerBinaries {
+    /// `mcs-registry`.
+    pub registry: PathBuf,
+    /// `mcs-controller`.
+    pub controller: PathBuf,
+}
+
+/// One cluster of a [`World`].
+pub struct Cluster {
+    /// Its name, also its cluster id.
+    pub name: String,
+    /// The API server.
+    pub env: K8sEnv,
+    /// A cluster-admin client, for the test's own objects.
+    pub kube: kube::Client,
+    /// The controller's kubeconfig (its ServiceAccount under the generated ClusterRole).
+    pub controller_kubeconfig: PathBuf,
+    /// Its controller replicas.
+    pub controllers: Vec<ControllerProcess>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.name)
+            .field("env", &self.env)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Clusters, a registry, a controller per cluster.
+#[derive(Debug)]
+pub struct World {
+    /// The binaries.
+    pub bins: ControllerBinaries,
+    /// The clusters, in the order given.
+    pub clusters: Vec<Cluster>,
+    /// The registry (None while stopped).
+    pub registry: Option<RegistryProcess>,
+    registry_port: u16,
+    table: String,
+    endpoint: String,
+    /// Extra flags of every controller.
+    pub controller_flags: Vec<String>,
+}
+
+impl World {
+    /// Starts `names` clusters with a controller each; `None` when the
+    /// test environment is absent and not required (the test then returns).
+    pub async fn start(
+        bins: ControllerBinaries,
+        names: &[&str],
+        controller_flags: &[&str],
+    ) -> Option<Self> {
+        let endpoint = crate::dynamodb_endpoint()?;
+        let envs = futures::future::join_all(names.iter().map(|n| K8sEnv::start(n))).await;
+        let envs: Option<Vec<K8sEnv>> = envs.into_iter().collect();
+        let envs = envs?;
+        let table = crate::unique_table("controller");
+        mcs_testkit::dynamo::migrate_table(&endpoint, &table).await;
+        let mut world = World {
+            bins,
+            clusters: Vec::new(),
+            registry: None,
+            registry_port: 0,
+            table,
+            endpoint,
+            controller_flags: controller_flags.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        world.start_registry().await;
+        for (name, env) in names.iter().zip(envs) {
+            let kube = env.client().await;
+            install_crds(&kube).await;
+            let controller_kubeconfig = install_rbac(&env, &kube).await;
+            world.clusters.push(Cluster {
+                name: (*name).to_owned(),
+                env,
+                kube,
+                controller_kubeconfig,
+                controllers: Vec::new(),
+            });
+        }
+        for i in 0..world.clusters.len() {
+            world.start_controller(i).await;
+        }
+        Some(world)
+    }
+
+    /// The cluster named `name`.
+    pub fn cluster(&self, name: &str) -> &Cluster {
+        self.clusters.iter().find(|c| c.name == name).expect("a cluster of the world")
+    }
+
+    fn cluster_mut(&mut self, i: usize) -> &mut Cluster {
+        &mut self.clusters[i]
+    }
+
+    /// The registry's API URL.
+    pub fn registry_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.registry_port)
+    }
+
+    /// Starts the registry (again, on the same port and table).
+    pub async fn start_registry(&mut self) {
+        let listen = format!("127.0.0.1:{}", self.registry_port);
+        let lease = LEASE_SECS.to_string();
+        let args = [
+            "--storage",
+            "dynamodb",
+            "--table",
+            &self.table,
+            "--region",
+            mcs_testkit::dynamo::REGION,
+            "--dynamodb-endpoint",
+            &self.endpoint,
+            "--lease-duration-secs",
+            &lease,
+            "--heartbeat-interval-secs",
+            "2",
+            "--refresh-interval-ms",
+            "200",
+            "--listen",
+            &listen,
+        ];
+        let registry = RegistryProcess::start(&self.bins.registry, &args).await;
+        let port =
+            registry.api_url().rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+        self.registry_port = port;
+        self.registry = Some(registry);
+    }
+
+    /// Stops the registry (SIGKILL: an outage).
+    pub async fn stop_registry(&mut self) {
+        if let Some(registry) = self.registry.take() {
+            registry.kill().await;
+        }
+    }
+
+    /// Starts one more controller replica in cluster `i`.
+    pub async fn start_controller(&mut self, i: usize) {
+        let url = self.registry_url();
+        let flags = self.controller_flags.clone();
+        let bin = self.bins.controller.clone();
+        let cluster = self.cluster_mut(i);
+        let process = ControllerProcess::start(
+            &bin,
+            &cluster.controller_kubeconfig,
+            &cluster.name,
+            &url,
+            &flags,
+        )
+        .await;
+        cluster.controllers.push(process);
+    }
+}
+
+/// Installs the CRDs as `mcs-controller crds` prints them, and waits until
+/// they are served.
+pub async fn install_crds(kube: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    for crd in mcs_controller::crd::crds() {
+        let name = crd.metadata.name.clone().expect("name");
+        crds.patch(&name, &PatchParams::apply("mcs-tests").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+    }
+    for crd in mcs_controller::crd::crds() {
+        let name = crd.metadata.name.clone().expect("name");
+        mcs_testkit::eventually(
+            Duration::from_secs(30),
+            &format!("CRD {name} established"),
+            async || {
+                crds.get(&name)
+                    .await
+                    .ok()
+                    .and_then(|c| c.status)
+                    .and_then(|s| s.conditions)
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| c.type_ == "Established" && c.status == "True")
+                    })
+            },
+        )
+        .await;
+    }
+}
+
+/// The generated ClusterRole, bound to ServiceAccount `mcs-system/mcs-controller`,
+/// and that account's kubeconfig.
+pub async fn install_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
+    ensure_namespace(kube, SYSTEM_NAMESPACE).await;
+    let roles: Api<ClusterRole> = Api::all(kube.clone());
+    let role = mcs_controller::rbac::cluster_role(mcs_controller::rbac::NAME);
+    roles
+        .patch(
+            mcs_controller::rbac::NAME,
+            &PatchParams::apply("mcs-tests").force(),
+            &Patch::Apply(&role),
+        )
+        .await
+        .expect("ClusterRole");
+    let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcs-controller").await;
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("mcs-controller".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: mcs_controller::rbac::NAME.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "mcs-controller".into(),
+            namespace: Some(SYSTEM_NAMESPACE.into()),
+            ..Default::default()
+        }]),
+    };
+    let bindings: Api<ClusterRoleBinding> = Api::all(kube.clone());
+    bindings
+        .patch("mcs-controller", &PatchParams::apply("mcs-tests").force(), &Patch::Apply(&binding))
+        .await
+        .expect("ClusterRoleBinding");
+    let _ = Api::<ServiceAccount>::namespaced(kube.clone(), SYSTEM_NAMESPACE);
+    kubeconfig
+}
+
+/// A running `mcs-controller`, killed when dropped.
+#[derive(Debug)]
+pub struct ControllerProcess {
+    child: Child,
+    /// `http://host:port` of `/metrics`, `/healthz`, `/readyz`.
+    pub metrics_url: String,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl ControllerProcess {
+    /// Starts the controller of cluster `cluster_id` against the registry at
+    /// `registry_url`, with the kubeconfig given, and waits until it listens.
+    pub async fn start(
+        bin: &Path,
+        kubeconfig: &Path,
+        cluster_id: &str,
+        registry_url: &str,
+        extra: &[String],
+    ) -> Self {
+        let mut child = Command::new(bin)
+            .args(["--cluster-id", cluster_id, "--registry-url", registry_url])
+            .args(["--registry-allow-insecure-http", "--metrics-listen", "127.0.0.1:0"])
+            .args([
+                "--leader-election-namespace",
+                SYSTEM_NAMESPACE,
+                "--leader-election-lease-secs",
+                "4",
+            ])
+            .args(["--log-format", "json", "--log", "info,mcs_controller=debug"])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("MCS_CLUSTER_ID")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Ok(event) = serde_json::from_str::<Value>(&line)
+                    && event["fields"]["message"] == "mcs-controller listening"
+                    && let Some(addr) = event["fields"]["metrics"].as_str()
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.to_owned());
+                }
+                if line.contains("\"ERROR\"") || line.contains("\"WARN\"") {
+                    eprintln!("mcs-controller: {line}");
+                }
+                sink.lock().expect("log").push(line);
+            }
+        });
+        let addr = tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| {
+                panic!("mcs-controller did not listen:\n{}", log.lock().expect("log").join("\n"))
+            });
+        Self { child, metrics_url: format!("http://{addr}"), log }
+    }
+
+    /// The log lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.metrics_url))
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("/metrics")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
+    /// The sum of the samples of `name` whose labels contain every `labels` pair.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        sum_samples(&self.metrics().await, name, labels)
+    }
+
+    /// Sends SIGTERM and waits (up to 20 s) for the exit code.
+    pub async fn terminate(mut self) -> Option<i32> {
+        let pid = self.child.id().expect("running");
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exits within 20 s of SIGTERM")
+            .expect("wait")
+            .code()
+    }
+
+    /// Kills it (SIGKILL: a crash).
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("SIGKILL");
+    }
+
+    /// Whether it still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The sum of the samples of `name` in Prometheus text whose labels
+/// contain every `labels` pair.
+pub fn sum_samples(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// A Service `name` in `namespace` with named TCP ports `(name, port, target)`;
+/// `headless` sets `clusterIP: None`.
+pub fn service(namespace: &str, name: &str, ports: &[(&str, u16, u16)], headless: bool) -> Service {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(n, p, t)| json!({"name": n, "port": p, "targetPort": t, "protocol": "TCP"}))
+        .collect();
+    let mut spec = json!({"ports": ports, "selector": {"app": name}});
+    if headless {
+        spec["clusterIP"] = json!("None");
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))
+    .expect("a Service")
+}
+
+/// An EndpointSlice of Service `service` as the endpointslice controller
+/// would write it (its own managed-by label), with `addresses` ready and
+/// the ports named as given.
+pub fn endpoint_slice(
+    namespace: &str,
+    service: &str,
+    slice: &str,
+    addresses: &[&str],
+    ports: &[(&str, u16)],
+) -> EndpointSlice {
+    let endpoints: Vec<Value> = addresses
+        .iter()
+        .map(|a| json!({"addresses": [a], "conditions": {"ready": true}, "zone": "zone-a"}))
+        .collect();
+    let ports: Vec<Value> =
+        ports.iter().map(|(n, p)| json!({"name": n, "port": p, "protocol": "TCP"})).collect();
+    serde_json::from_value(json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": slice, "namespace": namespace, "labels": {
+            "kubernetes.io/service-name": service,
+            "endpointslice.kubernetes.io/managed-by": "mcs-tests",
+        }},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": ports,
+    }))
+    .expect("an EndpointSlice")
+}
+
+/// Creates or replaces `object` by server-side apply as the test.
+pub async fn apply<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().expect("a name");
+    api.patch(&name, &PatchParams::apply("mcs-tests").force(), &Patch::Apply(object))
+        .await
+        .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+}
+
+/// Creates `object`, panicking with the error.
+pub async fn create<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object).await.unwrap_or_else(|e| panic!("creating: {e}"));
+}
