@@ -10,6 +10,8 @@
 //!  propagation     registry A ─POST─► table ◄─poll─ registry B ─watch─► bench
 //!  watch           one registry: POST ─► long-poll wakes; vs the write's 2xx
 //!  get-throughput  wrk ─► GET /v1/pools (registry) vs the same bytes (nginx)
+//!
+//! `report` is public: the controller's benchmark (tests/benches) prints with it.
 //! ```
 
 mod cpu;
@@ -17,7 +19,7 @@ mod get_throughput;
 mod poll_cost;
 mod propagation;
 mod records;
-mod report;
+pub mod report;
 mod view;
 mod watch;
 
