@@ -10,6 +10,8 @@
 
 pub mod context;
 pub mod crd;
+pub mod export;
+pub mod identity;
 pub mod metrics;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};
