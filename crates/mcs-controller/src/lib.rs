@@ -8,6 +8,7 @@
 //!
 //! See docs/design.md §13.
 
+pub mod autoexport;
 pub mod context;
 pub mod crd;
 pub mod export;
