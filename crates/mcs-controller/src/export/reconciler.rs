@@ -31,7 +31,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
+use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
