@@ -18,8 +18,9 @@
 //! cluster that no ServiceExport asks for any more are withdrawn.
 //! Graceful stop withdraws nothing. See docs/design.md §13.
 
-use super::build::{Built, SERVICE_NAME_LABEL, build, content_hash};
+use super::build::{Built, NO_SERVICE, SERVICE_NAME_LABEL, build, content_hash};
 use super::conditions::{self, Observed};
+use super::state::{Id, State};
 use crate::crd::ServiceExport;
 use crate::{Context, FIELD_MANAGER, metrics};
 use futures::StreamExt;
@@ -33,7 +34,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -45,9 +45,6 @@ pub const FINALIZER: &str = "multicluster.x-k8s.io/mcs-registry-controller";
 
 /// Longest delay between retries of a failing reconcile.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
-
-/// A ServiceExport's namespace and name.
-type Id = (String, String);
 
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -61,40 +58,6 @@ pub enum Error {
     /// Adding or removing the finalizer, or the reconcile inside it.
     #[error(transparent)]
     Finalizer(Box<finalizer::Error<Error>>),
-}
-
-/// One export as last accepted by the registry.
-#[derive(Debug, Clone)]
-struct Sent {
-    hash: String,
-    /// `ctx.registrations` when it was sent.
-    registration: u64,
-    /// The resync epoch it was last sent or checked in.
-    epoch: u64,
-    /// The conditions the registry answered with.
-    conditions: Vec<mcs_api::Condition>,
-}
-
-/// This cluster's exports in the registry's view (`GET /v1/exports`).
-#[derive(Debug, Clone, Default)]
-struct View {
-    complete: bool,
-    exports: HashMap<Id, (String, Vec<mcs_api::Condition>)>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    sent: HashMap<Id, Sent>,
-    /// `None` until the first complete list.
-    view: Option<View>,
-    /// Bumped by each periodic resync.
-    epoch: u64,
-    /// The last generation used, in the registry's units.
-    last_generation: u64,
-    /// Consecutive failures per export, for the backoff.
-    failures: HashMap<Id, u32>,
-    /// The conditions of each export (type, status), for the gauge.
-    statuses: HashMap<Id, Vec<(String, String)>>,
 }
 
 /// The export reconciler's shared state.
@@ -122,60 +85,9 @@ impl Exporter {
         })
     }
 
-    /// `max(now_ms << 16, last + 1)`: the registry's units (docs/api.md).
     fn next_generation(&self) -> u64 {
         let now_ms = jiff::Timestamp::now().as_millisecond().max(0) as u64;
-        let mut st = self.state();
-        st.last_generation = (now_ms << 16).max(st.last_generation + 1);
-        st.last_generation
-    }
-
-    fn observe_generation(&self, stored: u64) {
-        let mut st = self.state();
-        st.last_generation = st.last_generation.max(stored);
-    }
-
-    /// Whether the export must be (re-)sent: new content, a
-    /// re-registration since, or, on a periodic resync, a registry copy
-    /// that is missing or differs.
-    fn needs_send(&self, id: &Id, hash: &str) -> bool {
-        let registration = *self.ctx.registrations.borrow();
-        let mut st = self.state();
-        let epoch = st.epoch;
-        let drifted = match &st.view {
-            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _)| h != hash),
-            _ => true,
-        };
-        match st.sent.get_mut(id) {
-            None => true,
-            Some(s) if s.hash != hash || s.registration != registration => true,
-            Some(s) if s.epoch != epoch => {
-                s.epoch = epoch;
-                drifted
-            }
-            Some(_) => false,
-        }
-    }
-
-    /// Whether the registry may hold this cluster's export of `id`.
-    fn registry_may_hold(&self, id: &Id) -> bool {
-        let st = self.state();
-        st.sent.contains_key(id)
-            || match &st.view {
-                Some(v) if v.complete => v.exports.contains_key(id),
-                _ => true,
-            }
-    }
-
-    /// The registry's conditions of a sent export: its view's when that
-    /// reflects what was sent, else the reply to the send.
-    fn registry_conditions(&self, id: &Id) -> Vec<mcs_api::Condition> {
-        let st = self.state();
-        let Some(sent) = st.sent.get(id) else { return Vec::new() };
-        match st.view.as_ref().and_then(|v| v.exports.get(id)) {
-            Some((hash, conditions)) if *hash == sent.hash => conditions.clone(),
-            _ => sent.conditions.clone(),
-        }
+        self.state().next_generation(now_ms)
     }
 
     async fn put(
@@ -195,7 +107,7 @@ impl Exporter {
                     ..
                 })) if !retried => {
                     retried = true;
-                    self.observe_generation(stored);
+                    self.state().observe_generation(stored);
                 }
                 other => return other,
             }
@@ -222,7 +134,7 @@ impl Exporter {
                     ..
                 })) if !retried => {
                     retried = true;
-                    self.observe_generation(stored);
+                    self.state().observe_generation(stored);
                 }
                 Err(e) => return Err(e),
             }
@@ -233,10 +145,7 @@ impl Exporter {
         let id = id_of(se);
         let key = self.key(&id);
         let kube = self.ctx.kube.clone();
-        let service = match &key {
-            Some(_) => Api::<Service>::namespaced(kube.clone(), &id.0).get_opt(&id.1).await?,
-            None => None,
-        };
+        let service = Api::<Service>::namespaced(kube.clone(), &id.0).get_opt(&id.1).await?;
         let exportable = service.as_ref().is_some_and(|s| {
             s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("ExternalName")
         });
@@ -249,63 +158,64 @@ impl Exporter {
         let (observed, outcome) = match (build(se, service.as_ref(), &slices), key) {
             (Built::Valid(req), Some(key)) => {
                 let hash = content_hash(&req.spec());
-                if self.needs_send(&id, &hash) {
-                    let registration = *self.ctx.registrations.borrow();
+                let registration = *self.ctx.registrations.borrow();
+                if self.state().needs_send(&id, &hash, registration) {
                     match self.put(&key, *req).await {
                         Ok(accepted) => {
                             tracing::info!(export = %key, generation = accepted.generation, "export sent");
                             let mut st = self.state();
-                            let epoch = st.epoch;
-                            st.sent.insert(
-                                id.clone(),
-                                Sent { hash, registration, epoch, conditions: accepted.conditions },
-                            );
-                            drop(st);
-                            (Observed::Accepted(self.registry_conditions(&id)), Ok(()))
+                            st.sent(id.clone(), hash, registration, accepted.conditions);
+                            (Observed::Accepted(st.registry_conditions(&id)), Ok(()))
                         }
                         Err(e) => {
-                            self.state().sent.remove(&id);
+                            self.state().forget(&id);
                             (Observed::Failed(failure_message(&e)), Err(Error::Registry(e)))
                         }
                     }
                 } else {
-                    (Observed::Accepted(self.registry_conditions(&id)), Ok(()))
+                    (Observed::Accepted(self.state().registry_conditions(&id)), Ok(()))
                 }
             }
             (Built::Invalid { reason, message }, key) => {
                 let mut outcome = Ok(());
                 if let Some(key) = key
-                    && self.registry_may_hold(&id)
+                    && self.state().registry_may_hold(&id)
                 {
                     match self.withdraw(&key).await {
                         Ok(()) => {
-                            self.state().sent.remove(&id);
+                            self.state().forget(&id);
                         }
                         Err(e) => outcome = Err(Error::Registry(e)),
                     }
                 }
                 (Observed::Invalid { reason, message }, outcome)
             }
-            (Built::Valid(_), None) => unreachable!("a valid export has a Service, so a key"),
+            // Services are named by DNS labels, so this cannot happen; were it
+            // to, nothing could be exported under that name.
+            (Built::Valid(_), None) => (
+                Observed::Invalid {
+                    reason: NO_SERVICE,
+                    message: format!("{}/{} is not a DNS label", id.0, id.1),
+                },
+                Ok(()),
+            ),
         };
         self.write_status(se, &observed).await?;
         outcome?;
-        self.state().failures.remove(&id);
+        self.state().succeeded(&id);
         Ok(Action::await_change())
     }
 
     async fn cleanup(&self, se: &ServiceExport) -> Result<Action, Error> {
         let id = id_of(se);
         if let Some(key) = self.key(&id)
-            && self.registry_may_hold(&id)
+            && self.state().registry_may_hold(&id)
         {
             self.withdraw(&key).await?;
         }
         let mut st = self.state();
-        st.sent.remove(&id);
-        st.failures.remove(&id);
-        st.statuses.remove(&id);
-        set_export_gauges(&st.statuses);
+        st.remove(&id);
+        set_export_gauges(&st);
         Ok(Action::await_change())
     }
 
@@ -321,11 +231,8 @@ impl Exporter {
         );
         {
             let mut st = self.state();
-            st.statuses.insert(
-                id.clone(),
-                new.iter().map(|c| (c.type_.clone(), c.status.clone())).collect(),
-            );
-            set_export_gauges(&st.statuses);
+            st.shown(id.clone(), new.iter().map(|c| (c.type_.clone(), c.status.clone())).collect());
+            set_export_gauges(&st);
         }
         if !conditions::differs(&old, &new) {
             return Ok(());
@@ -341,43 +248,11 @@ impl Exporter {
         Ok(())
     }
 
-    /// Takes in a new registry list; true when this cluster's exports
-    /// changed in what the reconciler shows (their conditions) or in which
-    /// exports are there.
-    fn take_view(&self, list: ExportList) -> bool {
-        let exports: HashMap<Id, (String, Vec<mcs_api::Condition>)> = list
-            .exports
-            .into_iter()
-            .filter(|e| e.cluster_id == self.ctx.cluster_id)
-            .map(|e| {
-                let id = (e.namespace.to_string(), e.name.to_string());
-                (id, (content_hash(&e.spec), e.conditions))
-            })
-            .collect();
-        let mut st = self.state();
-        let changed = st.view.as_ref().is_none_or(|old| {
-            old.exports.len() != exports.len()
-                || exports
-                    .iter()
-                    .any(|(id, (_, c))| old.exports.get(id).is_none_or(|(_, o)| o != c))
-        });
-        st.view = Some(View { complete: list.complete, exports });
-        changed
-    }
-
     /// Withdraws this cluster's exports in the registry that no
     /// ServiceExport asks for (deleted while no controller ran).
     async fn sweep_orphans(&self, store: &Store<ServiceExport>) {
-        let orphans: Vec<Id> = {
-            let st = self.state();
-            let Some(view) = st.view.as_ref().filter(|v| v.complete) else { return };
-            view.exports
-                .keys()
-                .filter(|id| !st.sent.contains_key(*id))
-                .filter(|id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_none())
-                .cloned()
-                .collect()
-        };
+        let orphans =
+            self.state().orphans(|id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some());
         for id in orphans {
             if let Some(key) = self.key(&id) {
                 match self.withdraw(&key).await {
@@ -422,13 +297,10 @@ fn registry_call<T>(call: &'static str, result: &Result<T, mcs_client::Error>) {
 
 /// Sets `mcs_controller_exports{condition,status}` from every export's
 /// conditions.
-fn set_export_gauges(statuses: &HashMap<Id, Vec<(String, String)>>) {
+fn set_export_gauges(state: &State) {
     for condition in [conditions::VALID, conditions::READY, conditions::CONFLICT] {
         for status in ["True", "False", "Unknown"] {
-            let n = statuses
-                .values()
-                .filter(|cs| cs.iter().any(|(t, s)| t == condition && s == status))
-                .count();
+            let n = state.count(condition, status);
             ::metrics::gauge!(metrics::EXPORTS, "condition" => condition, "status" => status)
                 .set(n as f64);
         }
@@ -454,7 +326,18 @@ async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, 
         }
     })
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
+    .or_else(|e| match e {
+        // Cleaned up twice (a queued event of an object already gone).
+        finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.is_not_found() => {
+            Ok(Action::await_change())
+        }
+        // The finalizer patch tests the finalizers it read: a 422 means the
+        // object was older than the one stored, whose event is on its way.
+        finalizer::Error::AddFinalizer(kube::Error::Api(s)) if s.code == 422 => {
+            Ok(Action::await_change())
+        }
+        e => Err(Error::Finalizer(Box::new(e))),
+    });
     let outcome = if result.is_ok() { "ok" } else { "error" };
     ::metrics::counter!(metrics::RECONCILES, "controller" => "export", "outcome" => outcome)
         .increment(1);
@@ -463,12 +346,7 @@ async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, 
 
 fn error_policy(se: Arc<ServiceExport>, error: &Error, ex: Arc<Exporter>) -> Action {
     let id = id_of(&se);
-    let failures = {
-        let mut st = ex.state();
-        let n = st.failures.entry(id.clone()).or_default();
-        *n += 1;
-        *n
-    };
+    let failures = ex.state().failed(&id);
     let delay = backoff(failures);
     tracing::warn!(namespace = %id.0, name = %id.1, %error, failures, delay_ms = delay.as_millis() as u64, "export reconcile failed");
     Action::requeue(delay)
@@ -482,7 +360,7 @@ async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: C
         while let Some(list) = watch.next().await {
             match list {
                 Ok(list) => {
-                    if ex.take_view(list) {
+                    if ex.state().take_view(&ex.ctx.cluster_id, list) {
                         let _ = changed.try_send(());
                     }
                 }
@@ -537,7 +415,7 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         let store = store.clone();
         async move {
             tokio::time::sleep(jittered(ex.ctx.settings.resync_interval)).await;
-            ex.state().epoch += 1;
+            ex.state().next_epoch();
             ex.sweep_orphans(&store).await;
             Some(((), ()))
         }
