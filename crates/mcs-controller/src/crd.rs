@@ -139,7 +139,27 @@ fn both_versions<K: CustomResourceExt>() -> CustomResourceDefinition {
 
 /// The two CRDs, as `mcs-controller crds` prints them.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![both_versions::<ServiceExport>(), both_versions::<ServiceImport>()]
+    let mut export = both_versions::<ServiceExport>();
+    optional_spec(&mut export);
+    vec![export, both_versions::<ServiceImport>()]
+}
+
+/// A ServiceExport needs no `spec` (the MCS API's v1alpha1 has none, and
+/// most manifests are only a name): the API server defaults it to `{}`, so
+/// every object it serves deserializes into [`ServiceExport`].
+fn optional_spec(crd: &mut CustomResourceDefinition) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+    for version in &mut crd.spec.versions {
+        let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) else {
+            continue;
+        };
+        if let Some(required) = root.required.as_mut() {
+            required.retain(|r| r != "spec");
+        }
+        if let Some(spec) = root.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            spec.default = Some(JSON(serde_json::json!({})));
+        }
+    }
 }
 
 /// The CRDs as one multi-document YAML stream.
@@ -171,6 +191,11 @@ mod tests {
             assert_eq!(crd.spec.versions[0].schema, crd.spec.versions[1].schema);
             assert!(crd.spec.versions[0].subresources.as_ref().is_some_and(|s| s.status.is_some()));
         }
+        let export = &crds()[0].spec.versions[0];
+        let root = export.schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap();
+        assert!(!root.required.iter().flatten().any(|r| r == "spec"), "{:?}", root.required);
+        let spec_default = root.properties.as_ref().unwrap()["spec"].default.as_ref();
+        assert_eq!(spec_default.map(|d| &d.0), Some(&serde_json::json!({})));
         let yaml = crds_yaml().unwrap();
         assert!(yaml.contains("name: serviceexports.multicluster.x-k8s.io"), "{yaml}");
         assert!(yaml.contains("name: serviceimports.multicluster.x-k8s.io"), "{yaml}");

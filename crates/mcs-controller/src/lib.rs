@@ -8,10 +8,13 @@
 //!
 //! See docs/design.md §13.
 
+pub mod autoexport;
 pub mod config;
 pub mod context;
 pub mod crd;
+pub mod export;
 pub mod health;
+pub mod identity;
 pub mod leader;
 pub mod metrics;
 pub mod rbac;

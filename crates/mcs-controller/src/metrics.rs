@@ -25,6 +25,9 @@ pub const BUILD_INFO: &str = "mcs_controller_build_info";
 
 /// Buckets of the latency histograms, in seconds.
 const LATENCY_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+/// ServiceExports of this cluster, by condition (`Valid`, `Ready`,
+/// `Conflict`) and status (`True`, `False`, `Unknown`).
+pub const EXPORTS: &str = "mcs_controller_exports";
 
 /// Describes every metric (once, at startup).
 pub fn describe() {
@@ -39,6 +42,7 @@ pub fn describe() {
     describe_counter!(CLUSTER_LEASE_LOSSES, Unit::Count, "Cluster leases lost.");
     describe_counter!(CLUSTER_REGISTRATIONS, Unit::Count, "Cluster registrations.");
     describe_gauge!(BUILD_INFO, "Always 1; label version names the build.");
+    describe_gauge!(EXPORTS, Unit::Count, "ServiceExports, by condition and status.");
 }
 
 /// Installs the Prometheus recorder (once) and returns its handle.

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let handle = crate::metrics::install();
     let listener = health::bind(config.metrics_listen).await?;
+    tracing::info!(metrics = %listener.local_addr()?, "mcs-controller listening");
     let cancel = CancellationToken::new();
     tokio::spawn(shutdown_on_signal(cancel.clone()));
     let server = tokio::spawn(health::serve(listener, handle, cancel.clone()));

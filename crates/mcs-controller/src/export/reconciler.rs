@@ -1,0 +1,439 @@
+//! The export reconciler: a `kube::runtime::Controller` over ServiceExports
+//! of every namespace, triggered also by their Services and EndpointSlices.
+//!
+//! ```text
+//!  ServiceExport/Service/EndpointSlice event ─▶ reconcile(ns/name)
+//!    finalizer added ─▶ build ─▶ valid, content hash changed? ─▶ PUT export
+//!                             └▶ invalid ─▶ withdraw it if the registry may hold it
+//!    conditions (Valid, Ready, Conflict) ─▶ server-side apply of status, if changed
+//!    deleted ─▶ withdraw, then the finalizer goes
+//!  registry GET /v1/exports (watch) ─▶ this cluster's conditions changed ─▶ reconcile all
+//!  re-registration, periodic resync (jittered) ─▶ reconcile all, re-send / repair drift
+//! ```
+//!
+//! What was sent is remembered in memory (hash per export): a reconcile
+//! with nothing changed makes no write. After a re-registration everything
+//! is sent again; on each periodic resync an export whose copy in the
+//! registry is missing or differs is sent again, and exports of this
+//! cluster that no ServiceExport asks for any more are withdrawn.
+//! Graceful stop withdraws nothing. See docs/design.md §13.
+
+use super::build::{Built, NO_SERVICE, SERVICE_NAME_LABEL, build, content_hash};
+use super::conditions::{self, Observed};
+use super::state::{Id, State};
+use crate::crd::ServiceExport;
+use crate::{Context, FIELD_MANAGER, metrics};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{self, Event, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource as _, ResourceExt};
+use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The finalizer on every ServiceExport: the export is withdrawn from the
+/// registry before the object goes.
+pub const FINALIZER: &str = "multicluster.x-k8s.io/mcs-registry-controller";
+
+/// Longest delay between retries of a failing reconcile.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or failed a call.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    /// The registry refused the export or could not be reached.
+    #[error("registry: {0}")]
+    Registry(#[from] mcs_client::Error),
+    /// Adding or removing the finalizer, or the reconcile inside it.
+    #[error(transparent)]
+    Finalizer(Box<finalizer::Error<Error>>),
+}
+
+/// The export reconciler's shared state.
+#[derive(Debug)]
+pub struct Exporter {
+    ctx: Arc<Context>,
+    state: Mutex<State>,
+}
+
+impl Exporter {
+    /// A reconciler for `ctx`'s cluster.
+    pub fn new(ctx: Arc<Context>) -> Self {
+        Self { ctx, state: Mutex::new(State::default()) }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn key(&self, id: &Id) -> Option<ExportKey> {
+        Some(ExportKey {
+            cluster_id: self.ctx.cluster_id.clone(),
+            namespace: Label::new(id.0.as_str()).ok()?,
+            name: Label::new(id.1.as_str()).ok()?,
+        })
+    }
+
+    fn next_generation(&self) -> u64 {
+        let now_ms = jiff::Timestamp::now().as_millisecond().max(0) as u64;
+        self.state().next_generation(now_ms)
+    }
+
+    async fn put(
+        &self,
+        key: &ExportKey,
+        mut req: ExportRequest,
+    ) -> Result<ExportAccepted, mcs_client::Error> {
+        req.incarnation = Some(self.ctx.incarnation.clone());
+        let mut retried = false;
+        loop {
+            req.generation = Some(self.next_generation());
+            let result = self.ctx.registry.put_export(key, &req).await;
+            registry_call("put_export", &result);
+            match result {
+                Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
+                    stored_generation: Some(stored),
+                    ..
+                })) if !retried => {
+                    retried = true;
+                    self.state().observe_generation(stored);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Withdraws the export; one the registry does not know is gone already.
+    async fn withdraw(&self, key: &ExportKey) -> Result<(), mcs_client::Error> {
+        let mut retried = false;
+        loop {
+            let w = Withdrawal {
+                incarnation: Some(self.ctx.incarnation.clone()),
+                generation: Some(self.next_generation()),
+            };
+            let result = self.ctx.registry.withdraw_export(key, &w).await;
+            registry_call("withdraw_export", &result);
+            match result {
+                Ok(_) | Err(mcs_client::Error::NotFound { .. }) => {
+                    tracing::info!(export = %key, "export withdrawn");
+                    return Ok(());
+                }
+                Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
+                    stored_generation: Some(stored),
+                    ..
+                })) if !retried => {
+                    retried = true;
+                    self.state().observe_generation(stored);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn apply(&self, se: &ServiceExport) -> Result<Action, Error> {
+        let id = id_of(se);
+        let key = self.key(&id);
+        let kube = self.ctx.kube.clone();
+        let service = Api::<Service>::namespaced(kube.clone(), &id.0).get_opt(&id.1).await?;
+        let exportable = service.as_ref().is_some_and(|s| {
+            s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("ExternalName")
+        });
+        let slices = if exportable {
+            let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", id.1));
+            Api::<EndpointSlice>::namespaced(kube, &id.0).list(&params).await?.items
+        } else {
+            Vec::new()
+        };
+        let (observed, outcome) = match (build(se, service.as_ref(), &slices), key) {
+            (Built::Valid(req), Some(key)) => {
+                let hash = content_hash(&req.spec());
+                let registration = *self.ctx.registrations.borrow();
+                if self.state().needs_send(&id, &hash, registration) {
+                    match self.put(&key, *req).await {
+                        Ok(accepted) => {
+                            tracing::info!(export = %key, generation = accepted.generation, "export sent");
+                            let mut st = self.state();
+                            st.sent(id.clone(), hash, registration, accepted.conditions);
+                            (Observed::Accepted(st.registry_conditions(&id)), Ok(()))
+                        }
+                        Err(e) => {
+                            self.state().forget(&id);
+                            (Observed::Failed(failure_message(&e)), Err(Error::Registry(e)))
+                        }
+                    }
+                } else {
+                    (Observed::Accepted(self.state().registry_conditions(&id)), Ok(()))
+                }
+            }
+            (Built::Invalid { reason, message }, key) => {
+                let mut outcome = Ok(());
+                if let Some(key) = key
+                    && self.state().registry_may_hold(&id)
+                {
+                    match self.withdraw(&key).await {
+                        Ok(()) => {
+                            self.state().forget(&id);
+                        }
+                        Err(e) => outcome = Err(Error::Registry(e)),
+                    }
+                }
+                (Observed::Invalid { reason, message }, outcome)
+            }
+            // Services are named by DNS labels, so this cannot happen; were it
+            // to, nothing could be exported under that name.
+            (Built::Valid(_), None) => (
+                Observed::Invalid {
+                    reason: NO_SERVICE,
+                    message: format!("{}/{} is not a DNS label", id.0, id.1),
+                },
+                Ok(()),
+            ),
+        };
+        self.write_status(se, &observed).await?;
+        outcome?;
+        self.state().succeeded(&id);
+        Ok(Action::await_change())
+    }
+
+    async fn cleanup(&self, se: &ServiceExport) -> Result<Action, Error> {
+        let id = id_of(se);
+        if let Some(key) = self.key(&id)
+            && self.state().registry_may_hold(&id)
+        {
+            self.withdraw(&key).await?;
+        }
+        let mut st = self.state();
+        st.remove(&id);
+        set_export_gauges(&st);
+        Ok(Action::await_change())
+    }
+
+    /// Applies the status when it differs beyond timestamps.
+    async fn write_status(&self, se: &ServiceExport, observed: &Observed) -> Result<(), Error> {
+        let id = id_of(se);
+        let old = se.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+        let new = conditions::conditions(
+            &old,
+            observed,
+            se.metadata.generation,
+            Time(jiff::Timestamp::now()),
+        );
+        {
+            let mut st = self.state();
+            st.shown(id.clone(), new.iter().map(|c| (c.type_.clone(), c.status.clone())).collect());
+            set_export_gauges(&st);
+        }
+        if !conditions::differs(&old, &new) {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "apiVersion": ServiceExport::api_version(&()),
+            "kind": ServiceExport::kind(&()),
+            "status": {"conditions": new},
+        });
+        Api::<ServiceExport>::namespaced(self.ctx.kube.clone(), &id.0)
+            .patch_status(&id.1, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+            .await?;
+        Ok(())
+    }
+
+    /// Withdraws this cluster's exports in the registry that no
+    /// ServiceExport asks for (deleted while no controller ran).
+    async fn sweep_orphans(&self, store: &Store<ServiceExport>) {
+        let orphans =
+            self.state().orphans(|id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some());
+        for id in orphans {
+            if let Some(key) = self.key(&id) {
+                match self.withdraw(&key).await {
+                    Ok(()) => tracing::info!(export = %key, "orphaned export withdrawn"),
+                    Err(error) => {
+                        tracing::warn!(export = %key, %error, "orphaned export not withdrawn")
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn id_of(se: &ServiceExport) -> Id {
+    (se.namespace().unwrap_or_default(), se.name_any())
+}
+
+fn failure_message(e: &mcs_client::Error) -> String {
+    if e.is_retryable() || matches!(e, mcs_client::Error::Server { .. }) {
+        format!("registry unreachable, will retry: {e}")
+    } else {
+        format!("registry refused the export: {e}")
+    }
+}
+
+/// The outcome label of a registry call.
+pub(crate) fn call_outcome<T>(result: &Result<T, mcs_client::Error>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(e) if e.is_retryable() => "unavailable",
+        Err(mcs_client::Error::NotFound { .. }) => "not_found",
+        Err(mcs_client::Error::Conflict(_)) => "conflict",
+        Err(mcs_client::Error::Invalid { .. } | mcs_client::Error::Forbidden { .. }) => "refused",
+        Err(_) => "error",
+    }
+}
+
+fn registry_call<T>(call: &'static str, result: &Result<T, mcs_client::Error>) {
+    ::metrics::counter!(metrics::REGISTRY_CALLS, "call" => call, "outcome" => call_outcome(result))
+        .increment(1);
+}
+
+/// Sets `mcs_controller_exports{condition,status}` from every export's
+/// conditions.
+fn set_export_gauges(state: &State) {
+    for condition in [conditions::VALID, conditions::READY, conditions::CONFLICT] {
+        for status in ["True", "False", "Unknown"] {
+            let n = state.count(condition, status);
+            ::metrics::gauge!(metrics::EXPORTS, "condition" => condition, "status" => status)
+                .set(n as f64);
+        }
+    }
+}
+
+/// `base` ± 10 %.
+pub(crate) fn jittered(base: Duration) -> Duration {
+    base.mul_f64(0.9 + fastrand::f64() * 0.2)
+}
+
+/// Exponential backoff of a failing export: 1 s doubling to 5 min, jittered.
+fn backoff(failures: u32) -> Duration {
+    jittered(Duration::from_secs(1u64 << failures.min(9)).min(MAX_BACKOFF))
+}
+
+async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, Error> {
+    let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id_of(&se).0);
+    let result = finalizer(&api, FINALIZER, se, |event| async {
+        match event {
+            Event::Apply(se) => ex.apply(&se).await,
+            Event::Cleanup(se) => ex.cleanup(&se).await,
+        }
+    })
+    .await
+    .or_else(|e| match e {
+        // Cleaned up twice (a queued event of an object already gone).
+        finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.is_not_found() => {
+            Ok(Action::await_change())
+        }
+        // The finalizer patch tests the finalizers it read: a 422 means the
+        // object was older than the one stored, whose event is on its way.
+        finalizer::Error::AddFinalizer(kube::Error::Api(s)) if s.code == 422 => {
+            Ok(Action::await_change())
+        }
+        e => Err(Error::Finalizer(Box::new(e))),
+    });
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    ::metrics::counter!(metrics::RECONCILES, "controller" => "export", "outcome" => outcome)
+        .increment(1);
+    result
+}
+
+fn error_policy(se: Arc<ServiceExport>, error: &Error, ex: Arc<Exporter>) -> Action {
+    let id = id_of(&se);
+    let failures = ex.state().failed(&id);
+    let delay = backoff(failures);
+    tracing::warn!(namespace = %id.0, name = %id.1, %error, failures, delay_ms = delay.as_millis() as u64, "export reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Follows the registry's exports; each change of this cluster's
+/// conditions sends on `changed`.
+async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: CancellationToken) {
+    while !cancel.is_cancelled() {
+        let mut watch = ex.ctx.registry.watch::<ExportList>(cancel.clone());
+        while let Some(list) = watch.next().await {
+            match list {
+                Ok(list) => {
+                    if ex.state().take_view(&ex.ctx.cluster_id, list) {
+                        let _ = changed.try_send(());
+                    }
+                }
+                Err(error) => {
+                    ::metrics::counter!(metrics::REGISTRY_CALLS, "call" => "watch_exports", "outcome" => call_outcome::<()>(&Err(error)))
+                        .increment(1);
+                }
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            _ = tokio::time::sleep(jittered(Duration::from_secs(5))) => {}
+        }
+    }
+}
+
+/// Runs the export reconciler until `cancel`.
+pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
+    let ex = Arc::new(Exporter::new(ctx.clone()));
+    let kube = ctx.kube.clone();
+    let (changed_tx, changed_rx) = mpsc::channel(1);
+    let follower_stop = cancel.child_token();
+    let follower = tokio::spawn(follow_registry(ex.clone(), changed_tx, follower_stop.clone()));
+
+    let controller =
+        Controller::new(Api::<ServiceExport>::all(kube.clone()), watcher::Config::default())
+            .watches(
+                Api::<Service>::all(kube.clone()),
+                watcher::Config::default(),
+                |svc: Service| Some(ObjectRef::new(&svc.name_any()).within(&svc.namespace()?)),
+            )
+            .watches(
+                Api::<EndpointSlice>::all(kube),
+                watcher::Config::default().labels(SERVICE_NAME_LABEL),
+                |slice: EndpointSlice| {
+                    let service = slice.labels().get(SERVICE_NAME_LABEL)?;
+                    Some(ObjectRef::new(service).within(&slice.namespace()?))
+                },
+            );
+    let store = controller.store();
+    let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
+        rx.changed().await.ok().map(|()| ((), rx))
+    });
+    let conflicts =
+        futures::stream::unfold(
+            changed_rx,
+            |mut rx| async move { rx.recv().await.map(|()| ((), rx)) },
+        );
+    let resync_ex = ex.clone();
+    let resyncs = futures::stream::unfold((), move |()| {
+        let ex = resync_ex.clone();
+        let store = store.clone();
+        async move {
+            tokio::time::sleep(jittered(ex.ctx.settings.resync_interval)).await;
+            ex.state().next_epoch();
+            ex.sweep_orphans(&store).await;
+            Some(((), ()))
+        }
+    });
+    let stop = cancel.clone();
+    controller
+        .reconcile_all_on(registrations)
+        .reconcile_all_on(conflicts)
+        .reconcile_all_on(resyncs)
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, error_policy, ex)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "export controller");
+            }
+        })
+        .await;
+    follower_stop.cancel();
+    follower.await?;
+    Ok(())
+}

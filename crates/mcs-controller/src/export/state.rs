@@ -1,0 +1,194 @@
+//! What the export reconciler remembers between reconciles, and the
+//! decisions made from it (pure, so tested without an API server): what
+//! was sent, the registry's view of this cluster's exports, generations.
+
+use super::build::content_hash;
+use mcs_api::{Condition, ExportList, Label};
+use std::collections::HashMap;
+
+/// A ServiceExport's namespace and name.
+pub type Id = (String, String);
+
+/// One export as last accepted by the registry.
+#[derive(Debug, Clone)]
+struct Sent {
+    hash: String,
+    /// The registration count when it was sent.
+    registration: u64,
+    /// The resync epoch it was last sent or checked in.
+    epoch: u64,
+    /// The conditions the registry answered with.
+    conditions: Vec<Condition>,
+}
+
+/// This cluster's exports in the registry's view (`GET /v1/exports`):
+/// content hash and conditions of each.
+#[derive(Debug, Clone, Default)]
+struct View {
+    complete: bool,
+    exports: HashMap<Id, (String, Vec<Condition>)>,
+}
+
+/// The export reconciler's memory.
+#[derive(Debug, Default)]
+pub struct State {
+    sent: HashMap<Id, Sent>,
+    /// `None` until the first list.
+    view: Option<View>,
+    /// Bumped by each periodic resync.
+    epoch: u64,
+    /// The last generation used, in the registry's units.
+    last_generation: u64,
+    /// Consecutive failures per export, for the backoff.
+    failures: HashMap<Id, u32>,
+    /// The conditions of each export (type, status), for the gauge.
+    statuses: HashMap<Id, Vec<(String, String)>>,
+}
+
+impl State {
+    /// A periodic resync begins: each sent export is checked against the
+    /// registry's copy once more.
+    pub fn next_epoch(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// Whether the export of `id` with content `hash` must be (re-)sent:
+    /// never sent (or its last send failed), new content, a re-registration
+    /// since (`registration` is the current count), or, once per resync
+    /// epoch, a registry copy that is missing or differs (or no complete
+    /// view to tell).
+    pub fn needs_send(&mut self, id: &Id, hash: &str, registration: u64) -> bool {
+        let epoch = self.epoch;
+        let drifted = match &self.view {
+            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _)| h != hash),
+            _ => true,
+        };
+        match self.sent.get_mut(id) {
+            None => true,
+            Some(s) if s.hash != hash || s.registration != registration => true,
+            Some(s) if s.epoch != epoch => {
+                s.epoch = epoch;
+                drifted
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Records an export the registry accepted.
+    pub fn sent(&mut self, id: Id, hash: String, registration: u64, conditions: Vec<Condition>) {
+        let epoch = self.epoch;
+        self.sent.insert(id, Sent { hash, registration, epoch, conditions });
+    }
+
+    /// Forgets what was sent for `id` (a failed send, a withdrawal): the
+    /// next reconcile sends again.
+    pub fn forget(&mut self, id: &Id) {
+        self.sent.remove(id);
+    }
+
+    /// Forgets everything of a deleted ServiceExport.
+    pub fn remove(&mut self, id: &Id) {
+        self.sent.remove(id);
+        self.failures.remove(id);
+        self.statuses.remove(id);
+    }
+
+    /// Whether the registry may hold this cluster's export of `id` (so a
+    /// withdrawal is needed): sent, in the view, or no complete view.
+    pub fn registry_may_hold(&self, id: &Id) -> bool {
+        self.sent.contains_key(id)
+            || match &self.view {
+                Some(v) if v.complete => v.exports.contains_key(id),
+                _ => true,
+            }
+    }
+
+    /// The registry's conditions of a sent export: its view's once that
+    /// holds what was sent, else the reply to the send.
+    pub fn registry_conditions(&self, id: &Id) -> Vec<Condition> {
+        let Some(sent) = self.sent.get(id) else { return Vec::new() };
+        match self.view.as_ref().and_then(|v| v.exports.get(id)) {
+            Some((hash, conditions)) if *hash == sent.hash => conditions.clone(),
+            _ => sent.conditions.clone(),
+        }
+    }
+
+    /// Takes in a registry list; true when `cluster`'s exports changed in
+    /// their conditions or in which are there (the reconciler then looks
+    /// at every export again).
+    pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> bool {
+        let exports: HashMap<Id, (String, Vec<Condition>)> = list
+            .exports
+            .into_iter()
+            .filter(|e| e.cluster_id == *cluster)
+            .map(|e| {
+                let id = (e.namespace.to_string(), e.name.to_string());
+                (id, (content_hash(&e.spec), e.conditions))
+            })
+            .collect();
+        let changed = self.view.as_ref().is_none_or(|old| {
+            old.complete != list.complete
+                || old.exports.len() != exports.len()
+                || exports
+                    .iter()
+                    .any(|(id, (_, c))| old.exports.get(id).is_none_or(|(_, o)| o != c))
+        });
+        self.view = Some(View { complete: list.complete, exports });
+        changed
+    }
+
+    /// This cluster's exports in the (complete) view that were not sent
+    /// and for which `exists` finds no ServiceExport.
+    pub fn orphans(&self, exists: impl Fn(&Id) -> bool) -> Vec<Id> {
+        let Some(view) = self.view.as_ref().filter(|v| v.complete) else { return Vec::new() };
+        let mut orphans: Vec<Id> = view
+            .exports
+            .keys()
+            .filter(|id| !self.sent.contains_key(*id) && !exists(id))
+            .cloned()
+            .collect();
+        orphans.sort();
+        orphans
+    }
+
+    /// `max(now_ms << 16, last + 1)`: a generation in the registry's
+    /// units (docs/api.md), above every one used or seen.
+    pub fn next_generation(&mut self, now_ms: u64) -> u64 {
+        self.last_generation = (now_ms << 16).max(self.last_generation + 1);
+        self.last_generation
+    }
+
+    /// A generation the registry has stored (a `409 stale_generation`):
+    /// the next one goes above it.
+    pub fn observe_generation(&mut self, stored: u64) {
+        self.last_generation = self.last_generation.max(stored);
+    }
+
+    /// One more consecutive failure of `id`; how many now.
+    pub fn failed(&mut self, id: &Id) -> u32 {
+        let n = self.failures.entry(id.clone()).or_default();
+        *n += 1;
+        *n
+    }
+
+    /// `id` reconciled without error.
+    pub fn succeeded(&mut self, id: &Id) {
+        self.failures.remove(id);
+    }
+
+    /// Records the conditions shown on `id`.
+    pub fn shown(&mut self, id: Id, conditions: Vec<(String, String)>) {
+        self.statuses.insert(id, conditions);
+    }
+
+    /// How many exports show `condition` with `status`.
+    pub fn count(&self, condition: &str, status: &str) -> usize {
+        self.statuses
+            .values()
+            .filter(|cs| cs.iter().any(|(t, s)| t == condition && s == status))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests;
