@@ -10,6 +10,7 @@
 
 pub mod context;
 pub mod crd;
+pub mod import;
 pub mod metrics;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

@@ -1,0 +1,4 @@
+//! The importer.
+
+pub mod diff;
+pub mod plan;
