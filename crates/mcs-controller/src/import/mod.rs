@@ -136,6 +136,8 @@ struct Importer {
     stores: Stores,
     /// The last complete list.
     latest: Option<ImportList>,
+    /// Where each service is in `latest`.
+    index: BTreeMap<Key, usize>,
     /// Whether the last list the watch gave was complete.
     watch_complete: bool,
     /// The error that ended the watch, until it gives a list again.
@@ -156,6 +158,7 @@ impl Importer {
             ctx,
             stores,
             latest: None,
+            index: BTreeMap::new(),
             watch_complete: false,
             watch_error: None,
             probe_error: None,
@@ -166,13 +169,12 @@ impl Importer {
     }
 
     fn state(&self) -> RegistryState {
-        if let Some(error) = self.watch_error.as_ref().or(self.probe_error.as_ref()) {
-            RegistryState::Unreachable(error.clone())
-        } else if !self.watch_complete || self.latest.is_none() {
-            RegistryState::Incomplete
-        } else {
-            RegistryState::Available
-        }
+        registry_state(
+            self.watch_error.as_deref(),
+            self.probe_error.as_deref(),
+            self.watch_complete,
+            self.latest.is_some(),
+        )
     }
 
     async fn on_list(&mut self, list: ImportList) {
@@ -186,6 +188,7 @@ impl Importer {
             "imports changed"
         );
         if list.complete {
+            self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
             self.latest = Some(list);
         }
         let outcome = self.full_reconcile().await;
@@ -233,7 +236,7 @@ impl Importer {
     /// Every service listed or holding objects of ours.
     fn all_keys(&self) -> BTreeSet<Key> {
         let mut keys = self.stores.keys();
-        keys.extend(self.latest.iter().flat_map(|l| &l.imports).map(key_of));
+        keys.extend(self.index.keys().cloned());
         keys
     }
 
@@ -280,7 +283,7 @@ impl Importer {
     }
 
     fn listed(&self, key: &Key) -> Option<&mcs_api::ServiceImport> {
-        self.latest.as_ref()?.imports.iter().find(|i| key_of(i) == *key)
+        self.latest.as_ref()?.imports.get(*self.index.get(key)?)
     }
 
     /// Reconciles one service: sync it when listed, delete ours when the list
@@ -344,7 +347,7 @@ impl Importer {
             Err(error) => {
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
                     .increment(1);
-                tracing::warn!(namespace = %key.0, name = %key.1, error = format!("{error:#}"), "import reconcile failed");
+                tracing::warn!(namespace = %key.0, name = %key.1, error = brief(&error), "import reconcile failed");
                 self.pending.insert(key.clone(), Instant::now() + RETRY);
                 (Outcome::default(), None)
             }
@@ -352,6 +355,69 @@ impl Importer {
     }
 }
 
+/// The registry's state from what the watch and the probe last said:
+/// unreachable while either failed, incomplete until a complete list has
+/// arrived and while the last list was not complete.
+fn registry_state(
+    watch_error: Option<&str>,
+    probe_error: Option<&str>,
+    watch_complete: bool,
+    has_complete_list: bool,
+) -> RegistryState {
+    if let Some(error) = watch_error.or(probe_error) {
+        RegistryState::Unreachable(error.to_owned())
+    } else if !watch_complete || !has_complete_list {
+        RegistryState::Incomplete
+    } else {
+        RegistryState::Available
+    }
+}
+
+/// An error for a log line: a Kubernetes API refusal as its message and
+/// code (kube's own text repeats the whole status), anything else whole.
+fn brief(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        _ => format!("{error:#}"),
+    }
+}
+
 fn key_of(import: &mcs_api::ServiceImport) -> Key {
     (import.namespace.as_str().to_owned(), import.name.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_is_available_only_with_a_complete_list_and_no_failure() {
+        assert_eq!(registry_state(None, None, true, true), RegistryState::Available);
+        assert_eq!(registry_state(None, None, false, true), RegistryState::Incomplete);
+        assert_eq!(registry_state(None, None, true, false), RegistryState::Incomplete);
+        assert_eq!(
+            registry_state(None, Some("refused"), true, true),
+            RegistryState::Unreachable("refused".into())
+        );
+        assert_eq!(
+            registry_state(Some("403"), Some("refused"), true, true),
+            RegistryState::Unreachable("403".into())
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        for _ in 0..1000 {
+            let d = jittered(Duration::from_secs(100));
+            assert!(d >= Duration::from_secs(90) && d < Duration::from_secs(110), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn an_api_refusal_is_logged_by_its_message() {
+        let status = kube::core::Status::failure("nope", "Forbidden").with_code(403);
+        let error = anyhow::Error::from(kube::Error::Api(status.boxed()));
+        assert_eq!(brief(&error), "nope (403)");
+        assert_eq!(brief(&anyhow::anyhow!("other")), "other");
+    }
 }
