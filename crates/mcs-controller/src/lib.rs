@@ -15,9 +15,11 @@ pub mod crd;
 pub mod export;
 pub mod health;
 pub mod identity;
+pub mod import;
 pub mod leader;
 pub mod metrics;
 pub mod rbac;
 pub mod registration;
+pub mod run;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

@@ -1,14 +1,58 @@
-//! The `mcs-controller` binary.
+//! The `mcs-controller` binary: `crds` and `rbac` print what deploying it
+//! needs; otherwise it runs. Inconsistent flags exit 2 with one line naming
+//! the flag; a failure exits 1.
 
-fn main() -> std::process::ExitCode {
-    match mcs_controller::crd::crds_yaml() {
-        Ok(yaml) => {
-            print!("{yaml}");
-            std::process::ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("mcs-controller: {e}");
-            std::process::ExitCode::FAILURE
-        }
+use clap::Parser;
+use mcs_controller::config::{Cli, Command, LogFormat};
+use std::process::ExitCode;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let printed = match cli.command {
+        Some(Command::Crds) => Some(mcs_controller::crd::crds_yaml()),
+        Some(Command::Rbac) => Some(mcs_controller::rbac::rbac_yaml()),
+        None => None,
+    };
+    if let Some(yaml) = printed {
+        return match yaml {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(LogFormat::Text, &e.to_string(), 1),
+        };
     }
+    let args = cli.run;
+    if let Err(e) = init_tracing(&args.log, args.log_format) {
+        return fail(args.log_format, &e, 2);
+    }
+    let config = match args.resolve() {
+        Ok(config) => config,
+        Err(message) => return fail(args.log_format, &message, 2),
+    };
+    match mcs_controller::run::run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(args.log_format, &format!("{error:#}"), 1),
+    }
+}
+
+fn init_tracing(filter: &str, format: LogFormat) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .map_err(|e| format!("--log / MCS_LOG {filter:?} is not a valid filter: {e}"))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    }
+    .map_err(|e| format!("installing the log subscriber: {e}"))
+}
+
+/// Reports why the controller exits, in the log format asked for.
+fn fail(format: LogFormat, message: &str, code: u8) -> ExitCode {
+    match format {
+        LogFormat::Text => eprintln!("mcs-controller: {message}"),
+        LogFormat::Json => tracing::error!(exit_code = code, "mcs-controller: {message}"),
+    }
+    ExitCode::from(code)
 }

@@ -2,7 +2,7 @@
 //! Prometheus recorder behind `/metrics`. docs/configuration.md lists every
 //! series.
 
-use metrics::{Unit, describe_counter, describe_gauge};
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 
@@ -29,6 +29,25 @@ const LATENCY_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 /// `Conflict`) and status (`True`, `False`, `Unknown`).
 pub const EXPORTS: &str = "mcs_controller_exports";
 
+/// Objects the importer wrote (server-side applies that changed something),
+/// by `kind` (`ServiceImport`, `ServiceImportStatus`, `Service`, `EndpointSlice`).
+pub const IMPORT_OBJECTS_WRITTEN: &str = "mcs_controller_import_objects_written_total";
+/// Objects the importer deleted, by `kind`.
+pub const IMPORT_OBJECTS_DELETED: &str = "mcs_controller_import_objects_deleted_total";
+/// EndpointSlices of an import, by `namespace` and `name` (0 once it is gone).
+pub const IMPORT_SLICES: &str = "mcs_controller_import_slices";
+/// Endpoints across an import's slices, by `namespace` and `name`.
+pub const IMPORT_ENDPOINTS: &str = "mcs_controller_import_endpoints";
+/// Imports by the status of their `Ready` condition (`True`, `False`, `Unknown`).
+pub const IMPORTS: &str = "mcs_controller_imports";
+/// Seconds from a changed list of imports arriving from the registry to its
+/// objects written (only lists that led to writes).
+pub const IMPORT_SYNC_SECONDS: &str = "mcs_controller_import_sync_seconds";
+/// Imports skipped because their namespace does not exist here (per reconcile).
+pub const IMPORT_NAMESPACE_MISSING: &str = "mcs_controller_import_namespace_missing_total";
+/// 1 while the importer sees the registry reachable and its list complete.
+pub const IMPORT_REGISTRY_AVAILABLE: &str = "mcs_controller_import_registry_available";
+
 /// Describes every metric (once, at startup).
 pub fn describe() {
     describe_counter!(RECONCILES, Unit::Count, "Reconciles, by controller and outcome.");
@@ -43,6 +62,29 @@ pub fn describe() {
     describe_counter!(CLUSTER_REGISTRATIONS, Unit::Count, "Cluster registrations.");
     describe_gauge!(BUILD_INFO, "Always 1; label version names the build.");
     describe_gauge!(EXPORTS, Unit::Count, "ServiceExports, by condition and status.");
+    describe_counter!(IMPORT_OBJECTS_WRITTEN, Unit::Count, "Objects the importer wrote, by kind.");
+    describe_counter!(
+        IMPORT_OBJECTS_DELETED,
+        Unit::Count,
+        "Objects the importer deleted, by kind."
+    );
+    describe_gauge!(IMPORT_SLICES, Unit::Count, "EndpointSlices of an import.");
+    describe_gauge!(IMPORT_ENDPOINTS, Unit::Count, "Endpoints across an import's slices.");
+    describe_gauge!(IMPORTS, Unit::Count, "Imports by the status of their Ready condition.");
+    describe_histogram!(
+        IMPORT_SYNC_SECONDS,
+        Unit::Seconds,
+        "From a changed list of imports arriving to its objects written."
+    );
+    describe_counter!(
+        IMPORT_NAMESPACE_MISSING,
+        Unit::Count,
+        "Imports skipped because their namespace does not exist."
+    );
+    describe_gauge!(
+        IMPORT_REGISTRY_AVAILABLE,
+        "1 while the importer sees the registry reachable and its list complete."
+    );
 }
 
 /// Installs the Prometheus recorder (once) and returns its handle.

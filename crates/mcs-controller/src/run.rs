@@ -24,9 +24,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let kube = kube::Client::try_default()
         .await
         .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
-    let property = identity::read_cluster_property(&kube).await?;
-    let cluster_id = identity::resolve(config.cluster_id.as_deref(), property.as_deref())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let property = identity::read_cluster_property(kube.clone()).await.map_err(|e| {
+        anyhow::anyhow!("reading the ClusterProperty cluster.clusterset.k8s.io: {e}")
+    })?;
+    let cluster_id =
+        identity::resolve_cluster_id(config.cluster_id.as_deref(), property.as_deref())?;
     health::saw_api_server();
     tracing::info!(cluster = %cluster_id, "cluster identity");
     let registry = mcs_client::Client::new(config.registry.clone())?;
@@ -53,7 +55,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     let mut tasks = tokio::task::JoinSet::new();
     let incarnation = ctx.incarnation.clone();
-    let hold = registration::hold(registry, cluster_id, incarnation, registrations_tx, term.clone());
+    let hold =
+        registration::hold(registry, cluster_id, incarnation, registrations_tx, term.clone());
     tasks.spawn(async move {
         hold.await;
         Ok(())

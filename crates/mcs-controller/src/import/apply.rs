@@ -1,0 +1,528 @@
+//! Applying plans: the stores of what this controller owns in the cluster,
+//! and the writes that bring one service in step with its plan.
+//!
+//! ```text
+//!  reflectors (label managed-by=us): ServiceImports, Services, EndpointSlices; all Namespaces (metadata)
+//!     └─ every change ─▶ Touched{key | namespace | all} ─▶ the importer's queue (mod.rs)
+//!  sync(import):  ServiceImport ─▶ its uid ─▶ derived Service ─▶ its cluster IPs ─▶ ServiceImport.spec.ips
+//!                 ─▶ status ─▶ slices ─▶ delete this service's slices/Services no longer planned
+//! ```
+//!
+//! Every write is a server-side apply under [`FIELD_MANAGER`], forced, and
+//! only made when `diff::differs` says it would change something.
+
+use super::diff;
+use super::plan::{self, Observed, Plan, RegistryState};
+use crate::crd::{self, ServiceImportStatus};
+use crate::metrics::{IMPORT_OBJECTS_DELETED, IMPORT_OBJECTS_WRITTEN};
+use crate::{FIELD_MANAGER, MANAGED_BY};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// An imported service: (namespace, name).
+pub type Key = (String, String);
+
+/// What changed among the objects the importer watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched {
+    /// An object of this service.
+    Key(Key),
+    /// A namespace (appeared, changed or went).
+    Namespace(String),
+    /// A watch re-listed: anything may have changed.
+    All,
+}
+
+/// The importer's views of the cluster, kept by reflectors.
+#[derive(Clone)]
+pub struct Stores {
+    imports: Store<crd::ServiceImport>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+}
+
+impl Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("imports", &self.imports.len())
+            .field("services", &self.services.len())
+            .field("slices", &self.slices.len())
+            .field("namespaces", &self.namespaces.len())
+            .finish()
+    }
+}
+
+fn managed_by_selector() -> String {
+    format!("{}={MANAGED_BY}", plan::MANAGED_BY_LABEL)
+}
+
+fn key_by_label<K: Resource>(obj: &K) -> Option<Key> {
+    let name = obj.labels().get(plan::SERVICE_NAME_LABEL)?;
+    Some((obj.namespace()?, name.clone()))
+}
+
+fn key_by_name<K: Resource>(obj: &K) -> Option<Key> {
+    Some((obj.namespace()?, obj.meta().name.clone()?))
+}
+
+impl Stores {
+    /// Starts the reflectors (until `cancel`); each change is sent to `touched`.
+    pub fn start(
+        client: &kube::Client,
+        touched: mpsc::UnboundedSender<Touched>,
+        cancel: &CancellationToken,
+    ) -> Self {
+        let ours = watcher::Config::default().labels(&managed_by_selector());
+        let slices_ours = watcher::Config::default()
+            .labels(&format!("{}={MANAGED_BY}", plan::SLICE_MANAGED_BY_LABEL));
+        let imports = reflect(
+            Api::all(client.clone()),
+            ours.clone(),
+            touched.clone(),
+            |o: &crd::ServiceImport| key_by_name(o).map(Touched::Key),
+            cancel,
+        );
+        let services = reflect(
+            Api::all(client.clone()),
+            ours,
+            touched.clone(),
+            |o: &Service| key_by_label(o).map(Touched::Key),
+            cancel,
+        );
+        let slices = reflect(
+            Api::all(client.clone()),
+            slices_ours,
+            touched.clone(),
+            |o: &EndpointSlice| key_by_label(o).map(Touched::Key),
+            cancel,
+        );
+        let namespaces = reflect(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            touched,
+            |o: &PartialObjectMeta<Namespace>| o.meta().name.clone().map(Touched::Namespace),
+            cancel,
+        );
+        Stores { imports, services, slices, namespaces }
+    }
+
+    /// Waits until every reflector has listed once.
+    pub async fn ready(&self) -> anyhow::Result<()> {
+        self.imports.wait_until_ready().await?;
+        self.services.wait_until_ready().await?;
+        self.slices.wait_until_ready().await?;
+        self.namespaces.wait_until_ready().await?;
+        Ok(())
+    }
+
+    /// Our ServiceImport `namespace/name`.
+    pub fn import(&self, namespace: &str, name: &str) -> Option<Arc<crd::ServiceImport>> {
+        self.imports.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn service(&self, namespace: &str, name: &str) -> Option<Arc<Service>> {
+        self.services.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn slice(&self, namespace: &str, name: &str) -> Option<Arc<EndpointSlice>> {
+        self.slices.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Whether `namespace` exists and is not being deleted.
+    pub fn namespace_usable(&self, namespace: &str) -> bool {
+        self.namespaces
+            .get(&ObjectRef::new(namespace))
+            .is_some_and(|ns| ns.meta().deletion_timestamp.is_none())
+    }
+
+    /// The services that any of our objects belong to (a slice or Service
+    /// without the service-name label belongs to none and is not listed).
+    pub fn keys(&self) -> BTreeSet<Key> {
+        let mut keys: BTreeSet<Key> =
+            self.imports.state().iter().filter_map(|o| key_by_name(o.as_ref())).collect();
+        keys.extend(self.services.state().iter().filter_map(|o| key_by_label(o.as_ref())));
+        keys.extend(self.slices.state().iter().filter_map(|o| key_by_label(o.as_ref())));
+        keys
+    }
+
+    /// Our Services and slices that name no service: never desired.
+    fn unlabelled(&self) -> (Vec<Arc<Service>>, Vec<Arc<EndpointSlice>>) {
+        (
+            self.services.state_filter(|o| key_by_label(o).is_none()),
+            self.slices.state_filter(|o| key_by_label(o).is_none()),
+        )
+    }
+
+    /// The ServiceImports this controller manages.
+    pub fn imports(&self) -> Vec<Arc<crd::ServiceImport>> {
+        self.imports.state()
+    }
+
+    fn slices_of(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
+        self.slices.state_filter(|o| key_by_label(o).as_ref() == Some(key))
+    }
+
+    fn services_of(&self, key: &Key) -> Vec<Arc<Service>> {
+        self.services.state_filter(|o| key_by_label(o).as_ref() == Some(key))
+    }
+}
+
+/// Runs a reflector of `api` into a new store, sending `touched(obj)` for
+/// each applied or deleted object and `All` after each re-list.
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    tx: mpsc::UnboundedSender<Touched>,
+    touched: fn(&K) -> Option<Touched>,
+    cancel: &CancellationToken,
+) -> Store<K>
+where
+    K: Resource + reflector::Lookup + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    <K as reflector::Lookup>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    <K as Resource>::DynamicType: Default,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut listed = false;
+        loop {
+            let event = tokio::select! {
+                _ = cancel.cancelled() => return,
+                event = stream.next() => event,
+            };
+            let Some(event) = event else { return };
+            let send = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => touched(&o),
+                Ok(watcher::Event::InitDone) if listed => Some(Touched::All),
+                Ok(watcher::Event::InitDone) => {
+                    listed = true;
+                    None
+                }
+                Ok(_) => None,
+                Err(error) => {
+                    tracing::warn!(kind = %<K as Resource>::kind(&Default::default()), %error, "watch failed");
+                    None
+                }
+            };
+            if let Some(t) = send
+                && tx.send(t).is_err()
+            {
+                return;
+            }
+        }
+    });
+    reader
+}
+
+/// What one sync or removal did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Objects written (applies that changed something).
+    pub writes: u64,
+    /// Objects deleted.
+    pub deletes: u64,
+}
+
+impl std::ops::AddAssign for Outcome {
+    fn add_assign(&mut self, other: Self) {
+        self.writes += other.writes;
+        self.deletes += other.deletes;
+    }
+}
+
+/// One synced service: what was done and what it holds now.
+#[derive(Debug, Clone)]
+pub struct Synced {
+    /// The writes and deletes made.
+    pub outcome: Outcome,
+    /// Its slices.
+    pub slices: usize,
+    /// Its endpoints across the slices.
+    pub endpoints: usize,
+    /// The status of its `Ready` condition.
+    pub ready: String,
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// Whether applying `desired` over `current` (absent: certainly) changes anything.
+fn needs_apply<D: Serialize, C: Resource + Serialize>(
+    desired: &D,
+    current: Option<&C>,
+    subresource: Option<&str>,
+) -> anyhow::Result<bool> {
+    let Some(current) = current else { return Ok(true) };
+    let desired = serde_json::to_value(desired)?;
+    let managed = current.meta().managed_fields.as_deref();
+    Ok(diff::differs(&desired, &serde_json::to_value(current)?, managed, subresource))
+}
+
+async fn apply<K>(api: &Api<K>, obj: &K) -> kube::Result<K>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K::DynamicType: Default,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let written = api.patch(&name, &apply_params(), &Patch::Apply(obj)).await?;
+    metrics::counter!(IMPORT_OBJECTS_WRITTEN, "kind" => K::kind(&Default::default()).into_owned())
+        .increment(1);
+    Ok(written)
+}
+
+/// Deletes `obj` if it is still the object seen (its uid); false when it was
+/// already gone or replaced.
+async fn delete<K>(api: &Api<K>, obj: &K) -> kube::Result<bool>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: obj.meta().uid.clone(), resource_version: None }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            let kind = K::kind(&Default::default()).into_owned();
+            metrics::counter!(IMPORT_OBJECTS_DELETED, "kind" => kind.clone()).increment(1);
+            tracing::info!(%kind, namespace = obj.meta().namespace.as_deref().unwrap_or(""), %name, "deleted");
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_headless(svc: &Service) -> bool {
+    svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None")
+}
+
+fn cluster_ips(svc: Option<&Service>) -> Vec<String> {
+    svc.and_then(|s| s.spec.as_ref()).and_then(|s| s.cluster_ips.clone()).unwrap_or_default()
+}
+
+/// The status subresource's apply body.
+fn status_body(namespace: &str, name: &str, status: &ServiceImportStatus) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": format!("{}/{}", crd::GROUP, crd::STORED_VERSION),
+        "kind": "ServiceImport",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": status,
+    })
+}
+
+async fn apply_status(
+    api: &Api<crd::ServiceImport>,
+    current: &crd::ServiceImport,
+    status: &ServiceImportStatus,
+) -> anyhow::Result<bool> {
+    let name = current.name_any();
+    let namespace = current.namespace().unwrap_or_default();
+    let body = status_body(&namespace, &name, status);
+    if !needs_apply(&serde_json::json!({"status": status}), Some(current), Some("status"))? {
+        return Ok(false);
+    }
+    api.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
+    metrics::counter!(IMPORT_OBJECTS_WRITTEN, "kind" => "ServiceImportStatus").increment(1);
+    Ok(true)
+}
+
+/// Brings the objects of `import` in step with its plan; the namespace must
+/// exist. With the registry not available, `Ready` says so and nothing is
+/// deleted (the plan is the last complete list's).
+pub async fn sync(
+    client: &kube::Client,
+    stores: &Stores,
+    import: &mcs_api::ServiceImport,
+    state: &RegistryState,
+    max_per_slice: usize,
+) -> anyhow::Result<Synced> {
+    let now = jiff::Timestamp::now();
+    let (namespace, name) = (import.namespace.as_str(), import.name.as_str());
+    let mut outcome = Outcome::default();
+    let imports: Api<crd::ServiceImport> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+
+    // The ServiceImport first: its uid owns the rest.
+    let current = stores.import(namespace, name);
+    let conditions = current
+        .as_ref()
+        .and_then(|c| c.status.as_ref())
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let derived = plan::derived_name(namespace, name);
+    let mut current_svc = stores.service(namespace, &derived);
+    let ips = cluster_ips(current_svc.as_deref());
+    let observed = Observed { cluster_ips: &ips, conditions: &conditions };
+    let mut desired = plan::service_import(import, observed, state, now);
+    let status = desired.status.take().unwrap_or_default();
+    let mut si: crd::ServiceImport = match current {
+        Some(c) if !needs_apply(&desired, Some(c.as_ref()), None)? => (*c).clone(),
+        _ => {
+            outcome.writes += 1;
+            apply(&imports, &desired).await?
+        }
+    };
+    let uid = si
+        .metadata
+        .uid
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("ServiceImport {namespace}/{name} has no uid"))?;
+    let plan = Plan::new(import, &uid, observed, state, max_per_slice, now);
+
+    // The derived Service; clusterIP cannot change between an IP and None,
+    // so a type change replaces it.
+    if let Some(svc) = &current_svc
+        && is_headless(svc) != is_headless(&plan.service)
+    {
+        if delete(&services, svc.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+        current_svc = None;
+    }
+    let svc = match &current_svc {
+        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => Some((**c).clone()),
+        _ => {
+            outcome.writes += 1;
+            match apply(&services, &plan.service).await {
+                Ok(svc) => Some(svc),
+                // An immutable field changed (e.g. the IP families): replace it.
+                Err(kube::Error::Api(s)) if s.is_invalid() && current_svc.is_some() => {
+                    tracing::info!(%namespace, %name, reason = %s.message, "replacing the derived service");
+                    if let Some(old) = &current_svc
+                        && delete(&services, old.as_ref()).await?
+                    {
+                        outcome.deletes += 1;
+                    }
+                    Some(apply(&services, &plan.service).await?)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+
+    // The clusterset IPs, once the derived Service has them.
+    let ips_now = cluster_ips(svc.as_ref());
+    if ips_now != ips {
+        let observed = Observed { cluster_ips: &ips_now, conditions: &conditions };
+        let mut again = plan::service_import(import, observed, state, now);
+        again.status = None;
+        if needs_apply(&again, Some(&si), None)? {
+            outcome.writes += 1;
+            si = apply(&imports, &again).await?;
+        }
+    }
+    if apply_status(&imports, &si, &status).await? {
+        outcome.writes += 1;
+    }
+
+    // The slices, then what is ours of this service and no longer planned.
+    for slice in &plan.slices {
+        let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
+        let current = stores.slice(namespace, slice_name);
+        if needs_apply(slice, current.as_deref(), None)? {
+            outcome.writes += 1;
+            apply(&slices, slice).await?;
+        }
+    }
+    let planned: BTreeSet<&str> =
+        plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
+    let key = (namespace.to_owned(), name.to_owned());
+    for extra in stores.slices_of(&key) {
+        if !planned.contains(extra.name_any().as_str()) && delete(&slices, extra.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    for extra in stores.services_of(&key) {
+        if extra.name_any() != derived && delete(&services, extra.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == plan::READY)
+        .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
+    Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+}
+
+/// Deletes every object of `key` (the service is gone from a complete list).
+pub async fn remove(client: &kube::Client, stores: &Stores, key: &Key) -> anyhow::Result<Outcome> {
+    let (namespace, name) = key;
+    let mut outcome = Outcome::default();
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+    for slice in stores.slices_of(key) {
+        if delete(&slices, slice.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    for svc in stores.services_of(key) {
+        if delete(&services, svc.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    let imports: Api<crd::ServiceImport> = Api::namespaced(client.clone(), namespace);
+    if let Some(si) = stores.import(namespace, name)
+        && delete(&imports, si.as_ref()).await?
+    {
+        outcome.deletes += 1;
+    }
+    Ok(outcome)
+}
+
+/// Deletes our Services and slices that name no service at all.
+pub async fn remove_unlabelled(client: &kube::Client, stores: &Stores) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let (services, slices) = stores.unlabelled();
+    for svc in services {
+        let api: Api<Service> =
+            Api::namespaced(client.clone(), &svc.namespace().unwrap_or_default());
+        if delete(&api, svc.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    for slice in slices {
+        let api: Api<EndpointSlice> =
+            Api::namespaced(client.clone(), &slice.namespace().unwrap_or_default());
+        if delete(&api, slice.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+    }
+    Ok(outcome)
+}
+
+/// Sets `Ready=False` for the registry's `state` on the ServiceImport of
+/// `key`, everything else kept; false when it already says so (or is gone).
+pub async fn mark_unavailable(
+    client: &kube::Client,
+    stores: &Stores,
+    key: &Key,
+    state: &RegistryState,
+) -> anyhow::Result<bool> {
+    let Some(si) = stores.import(&key.0, &key.1) else { return Ok(false) };
+    let Some(status) = plan::unavailable_status(si.status.as_ref(), state, jiff::Timestamp::now())
+    else {
+        return Ok(false);
+    };
+    let api: Api<crd::ServiceImport> = Api::namespaced(client.clone(), &key.0);
+    apply_status(&api, &si, &status).await
+}

@@ -1,0 +1,423 @@
+//! The importer: keeps, per service the registry imports, a ServiceImport,
+//! a derived Service and EndpointSlices in this cluster (docs/design.md §13).
+//!
+//! ```text
+//!  registry watch (ImportList) ─┐  complete list ─▶ full reconcile: sync every import,
+//!  registry probe (every ≤15 s) ─┤                   delete ours of services no longer listed
+//!  resync timer (jittered)      ─┤  incomplete / unreachable ─▶ Ready=False (RegistryIncomplete,
+//!  our objects changed (debounced)┘                   RegistryUnavailable), nothing deleted
+//! ```
+//!
+//! The registry client's watch retries a down registry silently (it yields
+//! only lists, and an error only when retrying cannot help), so a probe of
+//! the import list tells an outage from a quiet registry; the next complete
+//! list, or the first successful probe after an outage, reconciles again.
+//!
+//! This cluster's own exports are imported too (MCS semantics). A namespace
+//! missing here gets nothing: the import is logged once and counted, and is
+//! synced as soon as the namespace appears.
+
+pub mod apply;
+pub mod diff;
+pub mod plan;
+
+use crate::Context;
+use crate::metrics::{
+    IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE, IMPORT_SLICES,
+    IMPORT_SYNC_SECONDS, IMPORTS, RECONCILES,
+};
+use apply::{Key, Outcome, Stores, Touched};
+use mcs_api::ImportList;
+use plan::RegistryState;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Delay between a change of our objects and the reconcile of its service,
+/// so that a burst of events (our own writes among them) makes one pass.
+const DEBOUNCE: Duration = Duration::from_millis(200);
+/// Delay before a service whose sync failed is tried again.
+const RETRY: Duration = Duration::from_secs(5);
+/// Delay before a watch that ended on an error is started again.
+const WATCH_RESTART: Duration = Duration::from_secs(5);
+/// How often, at most, the registry is probed for reachability.
+const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// `d` scaled by a random factor in [0.9, 1.1).
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.9 + 0.2 * fastrand::f64())
+}
+
+/// Runs the importer until `cancel`.
+pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
+    let (touched_tx, mut touched) = mpsc::unbounded_channel();
+    let stores = Stores::start(&ctx.kube, touched_tx, &cancel);
+    tokio::select! {
+        _ = cancel.cancelled() => return Ok(()),
+        ready = stores.ready() => ready?,
+    }
+    tracing::info!("importer started");
+
+    let (probe_tx, mut probes) = mpsc::channel(1);
+    tokio::spawn(probe(
+        ctx.registry.clone(),
+        PROBE_INTERVAL.min(ctx.settings.resync_interval),
+        probe_tx,
+        cancel.clone(),
+    ));
+    let mut importer = Importer::new(ctx.clone(), stores);
+    let mut watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
+    let mut watch_restart = Instant::now();
+    let mut resync = Instant::now() + jittered(ctx.settings.resync_interval);
+    loop {
+        let due = importer.pending.values().min().copied();
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            item = async { watch.as_mut()?.recv().await }, if watch.is_some() => match item {
+                Some(Ok(list)) => importer.on_list(list).await,
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "registry watch failed");
+                    importer.watch_error = Some(error.to_string());
+                    watch = None;
+                    watch_restart = Instant::now() + WATCH_RESTART;
+                    importer.full_reconcile().await;
+                }
+                None => {
+                    watch = None;
+                    watch_restart = Instant::now() + WATCH_RESTART;
+                }
+            },
+            _ = tokio::time::sleep_until(watch_restart), if watch.is_none() => {
+                watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
+            }
+            Some(probed) = probes.recv() => importer.on_probe(probed).await,
+            _ = tokio::time::sleep_until(resync) => {
+                resync = Instant::now() + jittered(ctx.settings.resync_interval);
+                tracing::debug!("periodic resync");
+                importer.full_reconcile().await;
+            }
+            Some(t) = touched.recv() => importer.on_touched(t),
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                importer.reconcile_due().await;
+            }
+        }
+    }
+}
+
+/// Lists the imports every `every` (jittered) and reports whether the
+/// registry answered.
+async fn probe(
+    registry: mcs_client::Client,
+    every: Duration,
+    tx: mpsc::Sender<Result<(), String>>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(jittered(every)) => {}
+        }
+        let answered = tokio::select! {
+            _ = cancel.cancelled() => return,
+            listed = registry.imports() => listed.map(|_| ()).map_err(|e| e.to_string()),
+        };
+        if tx.send(answered).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The importer's state between events.
+struct Importer {
+    ctx: Arc<Context>,
+    stores: Stores,
+    /// The last complete list.
+    latest: Option<ImportList>,
+    /// Where each service is in `latest`.
+    index: BTreeMap<Key, usize>,
+    /// Whether the last list the watch gave was complete.
+    watch_complete: bool,
+    /// The error that ended the watch, until it gives a list again.
+    watch_error: Option<String>,
+    /// The probe's last error, until it succeeds again.
+    probe_error: Option<String>,
+    /// Services to reconcile and when.
+    pending: BTreeMap<Key, Instant>,
+    /// Imports whose missing namespace was logged.
+    missing_logged: BTreeSet<Key>,
+    /// Imports with per-import gauges set (zeroed when they go).
+    gauged: BTreeSet<Key>,
+}
+
+impl Importer {
+    fn new(ctx: Arc<Context>, stores: Stores) -> Self {
+        Self {
+            ctx,
+            stores,
+            latest: None,
+            index: BTreeMap::new(),
+            watch_complete: false,
+            watch_error: None,
+            probe_error: None,
+            pending: BTreeMap::new(),
+            missing_logged: BTreeSet::new(),
+            gauged: BTreeSet::new(),
+        }
+    }
+
+    fn state(&self) -> RegistryState {
+        registry_state(
+            self.watch_error.as_deref(),
+            self.probe_error.as_deref(),
+            self.watch_complete,
+            self.latest.is_some(),
+        )
+    }
+
+    async fn on_list(&mut self, list: ImportList) {
+        let arrived = Instant::now();
+        self.watch_error = None;
+        self.watch_complete = list.complete;
+        tracing::debug!(
+            imports = list.imports.len(),
+            complete = list.complete,
+            fingerprint = %list.fingerprint,
+            "imports changed"
+        );
+        if list.complete {
+            self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
+            self.latest = Some(list);
+        }
+        let outcome = self.full_reconcile().await;
+        if outcome.writes + outcome.deletes > 0 {
+            metrics::histogram!(IMPORT_SYNC_SECONDS).record(arrived.elapsed().as_secs_f64());
+        }
+    }
+
+    async fn on_probe(&mut self, probed: Result<(), String>) {
+        match probed {
+            Ok(()) if self.probe_error.take().is_some() => {
+                tracing::info!("registry reachable again");
+                self.full_reconcile().await;
+            }
+            Ok(()) => {}
+            Err(error) => {
+                let first = self.probe_error.is_none();
+                self.probe_error = Some(error.clone());
+                if first {
+                    tracing::warn!(%error, "registry unreachable: keeping every import");
+                    self.full_reconcile().await;
+                }
+            }
+        }
+    }
+
+    fn on_touched(&mut self, touched: Touched) {
+        let due = Instant::now() + DEBOUNCE;
+        let keys: Vec<Key> = match touched {
+            Touched::Key(key) => vec![key],
+            Touched::Namespace(ns) => self
+                .latest
+                .iter()
+                .flat_map(|l| &l.imports)
+                .filter(|i| i.namespace.as_str() == ns)
+                .map(|i| (ns.clone(), i.name.as_str().to_owned()))
+                .collect(),
+            Touched::All => self.all_keys().into_iter().collect(),
+        };
+        for key in keys {
+            self.pending.entry(key).or_insert(due);
+        }
+    }
+
+    /// Every service listed or holding objects of ours.
+    fn all_keys(&self) -> BTreeSet<Key> {
+        let mut keys = self.stores.keys();
+        keys.extend(self.index.keys().cloned());
+        keys
+    }
+
+    async fn reconcile_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Key> =
+            self.pending.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+        let state = self.state();
+        for key in due {
+            self.pending.remove(&key);
+            self.reconcile(&key, &state).await;
+        }
+    }
+
+    /// Reconciles every service, then deletes ours of services not listed.
+    async fn full_reconcile(&mut self) -> Outcome {
+        let state = self.state();
+        metrics::gauge!(IMPORT_REGISTRY_AVAILABLE).set(if state == RegistryState::Available {
+            1.0
+        } else {
+            0.0
+        });
+        let mut total = Outcome::default();
+        let mut by_ready: BTreeMap<String, u64> =
+            ["True", "False", "Unknown"].into_iter().map(|s| (s.to_owned(), 0)).collect();
+        for key in self.all_keys() {
+            self.pending.remove(&key);
+            let (outcome, ready) = self.reconcile(&key, &state).await;
+            total += outcome;
+            if let Some(ready) = ready {
+                *by_ready.entry(ready).or_default() += 1;
+            }
+        }
+        if state == RegistryState::Available {
+            match apply::remove_unlabelled(&self.ctx.kube, &self.stores).await {
+                Ok(outcome) => total += outcome,
+                Err(error) => tracing::warn!(%error, "deleting unlabelled objects failed"),
+            }
+        }
+        for (ready, n) in by_ready {
+            metrics::gauge!(IMPORTS, "ready" => ready).set(n as f64);
+        }
+        total
+    }
+
+    fn listed(&self, key: &Key) -> Option<&mcs_api::ServiceImport> {
+        self.latest.as_ref()?.imports.get(*self.index.get(key)?)
+    }
+
+    /// Reconciles one service: sync it when listed, delete ours when the list
+    /// is complete and it is not, else (not listed, registry unavailable)
+    /// only mark its ServiceImport. Returns the status of its `Ready`.
+    async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> (Outcome, Option<String>) {
+        let kube = self.ctx.kube.clone();
+        let result = match self.listed(key).cloned() {
+            Some(import) => {
+                if !self.stores.namespace_usable(&key.0) {
+                    metrics::counter!(IMPORT_NAMESPACE_MISSING).increment(1);
+                    if self.missing_logged.insert(key.clone()) {
+                        tracing::info!(namespace = %key.0, name = %key.1, "namespace missing here: import skipped until it exists");
+                    }
+                    return (Outcome::default(), None);
+                }
+                self.missing_logged.remove(key);
+                let max = self.ctx.settings.max_endpoints_per_slice;
+                match apply::sync(&kube, &self.stores, &import, state, max).await {
+                    Ok(synced) => {
+                        let (ns, name) = key.clone();
+                        metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone())
+                            .set(synced.slices as f64);
+                        metrics::gauge!(IMPORT_ENDPOINTS, "namespace" => ns, "name" => name)
+                            .set(synced.endpoints as f64);
+                        self.gauged.insert(key.clone());
+                        Ok((synced.outcome, Some(synced.ready)))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            None if *state == RegistryState::Available => {
+                match apply::remove(&kube, &self.stores, key).await {
+                    Ok(outcome) => {
+                        if self.gauged.remove(key) {
+                            let (ns, name) = key.clone();
+                            metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone()).set(0.0);
+                            metrics::gauge!(IMPORT_ENDPOINTS, "namespace" => ns, "name" => name)
+                                .set(0.0);
+                        }
+                        Ok((outcome, None))
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            None => apply::mark_unavailable(&kube, &self.stores, key, state).await.map(|written| {
+                let outcome = Outcome { writes: u64::from(written), deletes: 0 };
+                let ready = self.stores.import(&key.0, &key.1).map(|_| "False".to_owned());
+                (outcome, ready)
+            }),
+        };
+        match result {
+            Ok((outcome, ready)) => {
+                metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "ok")
+                    .increment(1);
+                if outcome.writes + outcome.deletes > 0 {
+                    tracing::debug!(namespace = %key.0, name = %key.1, writes = outcome.writes, deletes = outcome.deletes, "import reconciled");
+                }
+                (outcome, ready)
+            }
+            Err(error) => {
+                metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
+                    .increment(1);
+                tracing::warn!(namespace = %key.0, name = %key.1, error = brief(&error), "import reconcile failed");
+                self.pending.insert(key.clone(), Instant::now() + RETRY);
+                (Outcome::default(), None)
+            }
+        }
+    }
+}
+
+/// The registry's state from what the watch and the probe last said:
+/// unreachable while either failed, incomplete until a complete list has
+/// arrived and while the last list was not complete.
+fn registry_state(
+    watch_error: Option<&str>,
+    probe_error: Option<&str>,
+    watch_complete: bool,
+    has_complete_list: bool,
+) -> RegistryState {
+    if let Some(error) = watch_error.or(probe_error) {
+        RegistryState::Unreachable(error.to_owned())
+    } else if !watch_complete || !has_complete_list {
+        RegistryState::Incomplete
+    } else {
+        RegistryState::Available
+    }
+}
+
+/// An error for a log line: a Kubernetes API refusal as its message and
+/// code (kube's own text repeats the whole status), anything else whole.
+fn brief(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        _ => format!("{error:#}"),
+    }
+}
+
+fn key_of(import: &mcs_api::ServiceImport) -> Key {
+    (import.namespace.as_str().to_owned(), import.name.as_str().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_is_available_only_with_a_complete_list_and_no_failure() {
+        assert_eq!(registry_state(None, None, true, true), RegistryState::Available);
+        assert_eq!(registry_state(None, None, false, true), RegistryState::Incomplete);
+        assert_eq!(registry_state(None, None, true, false), RegistryState::Incomplete);
+        assert_eq!(
+            registry_state(None, Some("refused"), true, true),
+            RegistryState::Unreachable("refused".into())
+        );
+        assert_eq!(
+            registry_state(Some("403"), Some("refused"), true, true),
+            RegistryState::Unreachable("403".into())
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_ten_percent() {
+        for _ in 0..1000 {
+            let d = jittered(Duration::from_secs(100));
+            assert!(d >= Duration::from_secs(90) && d < Duration::from_secs(110), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn an_api_refusal_is_logged_by_its_message() {
+        let status = kube::core::Status::failure("nope", "Forbidden").with_code(403);
+        let error = anyhow::Error::from(kube::Error::Api(status.boxed()));
+        assert_eq!(brief(&error), "nope (403)");
+        assert_eq!(brief(&anyhow::anyhow!("other")), "other");
+    }
+}
