@@ -154,10 +154,13 @@ impl World {
             "2",
             "--refresh-interval-ms",
             "200",
-            "--listen",
-            &listen,
         ];
-        let registry = RegistryProcess::start(&self.bins.registry, &args).await;
+        let registry = mcs_testkit::process::Launch::new(&self.bins.registry)
+            .listen(&listen)
+            .args(args)
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let port =
             registry.api_url().rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
         self.registry_port = port;
@@ -186,6 +189,25 @@ impl World {
         )
         .await;
         cluster.controllers.push(process);
+    }
+}
+
+/// A failed test shows what the controllers logged last.
+impl Drop for World {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for c in &self.clusters {
+            for (i, p) in c.controllers.iter().enumerate() {
+                let log = p.log();
+                let tail = &log[log.len().saturating_sub(80)..];
+                eprintln!("--- controller {i} of {}: last {} log lines ---", c.name, tail.len());
+                for line in tail {
+                    eprintln!("{}", line.chars().take(600).collect::<String>());
+                }
+            }
+        }
     }
 }
 
@@ -313,7 +335,7 @@ impl ControllerProcess {
                 {
                     let _ = tx.send(addr.to_owned());
                 }
-                if line.contains("\"ERROR\"") || line.contains("\"WARN\"") {
+                if line.contains("\"ERROR\"") {
                     eprintln!("mcs-controller: {line}");
                 }
                 sink.lock().expect("log").push(line);

@@ -78,7 +78,7 @@ pub async fn read_cluster_property(kube: kube::Client) -> Result<Option<String>,
     let object = match api.get_opt(CLUSTER_ID_PROPERTY).await {
         Ok(object) => object,
         // No CRD: the API server answers 404 for the whole resource.
-        Err(kube::Error::Api(status)) if status.is_not_found() => None,
+        Err(kube::Error::Api(status)) if status.code == 404 => None,
         Err(e) => return Err(e),
     };
     Ok(object.and_then(|o| o.data.get("spec")?.get("value")?.as_str().map(str::to_owned)))

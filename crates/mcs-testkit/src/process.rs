@@ -25,6 +25,7 @@ const STARTUP: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct Launch {
     bin: PathBuf,
+    listen: String,
     args: Vec<OsString>,
     cpus: Option<String>,
     echo_warnings: bool,
@@ -37,6 +38,7 @@ impl Launch {
     pub fn new(bin: impl AsRef<Path>) -> Self {
         Self {
             bin: bin.as_ref().to_path_buf(),
+            listen: "127.0.0.1:0".into(),
             args: Vec::new(),
             cpus: None,
             echo_warnings: false,
@@ -52,6 +54,14 @@ impl Launch {
         S: Into<OsString>,
     {
         self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// The API's address (default `127.0.0.1:0`, a free port): a fixed one
+    /// restarts a registry where its clients expect it.
+    #[must_use]
+    pub fn listen(mut self, addr: &str) -> Self {
+        addr.clone_into(&mut self.listen);
         self
     }
 
@@ -96,7 +106,7 @@ impl Launch {
             None => Command::new(&self.bin),
         };
         command
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(["--listen", &self.listen, "--admin-listen", "127.0.0.1:0"])
             .args(["--log-format", "json"])
             .args(&self.args)
             .env("AWS_ACCESS_KEY_ID", "test")
