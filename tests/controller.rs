@@ -259,10 +259,70 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     })
     .await;
 
-    // RBAC: nothing the controller asked was denied.
+    // Auto-export: a Service with the label gets a ServiceExport marked as
+    // the controller's; without the label it goes; a user's own stays.
+    let mut labelled = service(NS, "auto", &[("http", 80, 80)], false);
+    labelled.metadata.labels = Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    apply(&services(east), &labelled).await;
+    eventually(WITHIN, "auto-exported", async || {
+        exports(east).get_opt("auto").await.unwrap().is_some_and(|e| {
+            label(&e.metadata, "app.kubernetes.io/managed-by") == MANAGED_BY
+        })
+    })
+    .await;
+    eventually(WITHIN, "the auto export is imported in west", async || {
+        imports(west).get_opt("auto").await.unwrap().is_some()
+    })
+    .await;
+    labelled.metadata.labels = Some(BTreeMap::new());
+    apply(&services(east), &labelled).await;
+    eventually(WITHIN, "the auto export goes with its label", async || {
+        exports(east).get_opt("auto").await.unwrap().is_none()
+    })
+    .await;
+    let mut user_made = service(NS, "later", &[("http", 80, 80)], false);
+    user_made.metadata.labels = Some(BTreeMap::new());
+    apply(&services(east), &user_made).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(exports(east).get_opt("later").await.unwrap().is_some(), "a user's ServiceExport stays");
+
+    // RBAC: nothing the controller asked was denied, and every verb of the
+    // generated role was used (apply that creates is authorized as create).
+    let mut used = BTreeSet::new();
     for c in [east, west] {
-        let denied: Vec<_> = audited(c).into_iter().filter(|r| r.3 == 403).collect();
+        let requests = audited(c);
+        let denied: Vec<_> = requests.iter().filter(|r| r.3 == 403).collect();
         assert!(denied.is_empty(), "{}: denied {denied:?}", c.name);
+        for (verb, group, resource, code) in requests {
+            used.insert((group.clone(), resource.clone(), verb.clone()));
+            if verb == "patch" && code == 201 {
+                used.insert((group, resource, "create".to_owned()));
+            }
+        }
+    }
+    for (group, resource, verbs) in mcs_controller::rbac::RULES {
+        for verb in *verbs {
+            let key = ((*group).to_owned(), (*resource).to_owned(), (*verb).to_owned());
+            assert!(used.contains(&key), "granted but never used: {key:?}; used: {used:?}");
+        }
+    }
+
+    // Every series the controllers export is documented.
+    let doc = std::fs::read_to_string(mcs_tests::workspace_root().join("docs/configuration.md")).unwrap();
+    let section = &doc[doc.find("## mcs-controller metrics").expect("a controller metrics section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let documented: BTreeSet<&str> =
+        section.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    for c in [east, west] {
+        let text = c.controllers[0].metrics().await;
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(name);
+            assert!(documented.contains(base), "{base} is not in docs/configuration.md");
+        }
     }
 }
 
