@@ -19,10 +19,13 @@ use crate::{FIELD_MANAGER, MANAGED_BY};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use mcs_api::IpFamily;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
@@ -353,6 +356,7 @@ pub async fn sync(
     import: &mcs_api::ServiceImport,
     state: &RegistryState,
     max_per_slice: usize,
+    cluster_families: &[IpFamily],
 ) -> anyhow::Result<Synced> {
     let now = jiff::Timestamp::now();
     let (namespace, name) = (import.namespace.as_str(), import.name.as_str());
@@ -371,7 +375,7 @@ pub async fn sync(
     let derived = plan::derived_name(namespace, name);
     let mut current_svc = stores.service(namespace, &derived);
     let ips = cluster_ips(current_svc.as_deref());
-    let observed = Observed { cluster_ips: &ips, conditions: &conditions };
+    let observed = Observed { cluster_ips: &ips, conditions: &conditions, cluster_families };
     let mut desired = plan::service_import(import, observed, state, now);
     let status = desired.status.take().unwrap_or_default();
     let mut si: crd::ServiceImport = match current {
@@ -422,7 +426,8 @@ pub async fn sync(
     // The clusterset IPs, once the derived Service has them.
     let ips_now = cluster_ips(svc.as_ref());
     if ips_now != ips {
-        let observed = Observed { cluster_ips: &ips_now, conditions: &conditions };
+        let observed =
+            Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
         let mut again = plan::service_import(import, observed, state, now);
         again.status = None;
         if needs_apply(&again, Some(&si), None)? {
@@ -462,6 +467,30 @@ pub async fn sync(
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+}
+
+/// The namespace of the dry-run Service that [`cluster_families`] creates.
+const FAMILY_PROBE_NAMESPACE: &str = "default";
+
+/// The IP families this cluster gives Services, primary first: those the API
+/// server assigns to a dry-run `PreferDualStack` Service (nothing is stored).
+pub async fn cluster_families(client: &kube::Client) -> anyhow::Result<Vec<IpFamily>> {
+    let services: Api<Service> = Api::namespaced(client.clone(), FAMILY_PROBE_NAMESPACE);
+    let probe: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"generateName": "mcs-ip-family-probe-"},
+        "spec": {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 1}]},
+    }))?;
+    let params = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+    let created = services.create(&params, &probe).await?;
+    let families = created.spec.and_then(|s| s.ip_families).unwrap_or_default();
+    Ok(families
+        .iter()
+        .filter_map(|f| match f.as_str() {
+            "IPv4" => Some(IpFamily::IPv4),
+            "IPv6" => Some(IpFamily::IPv6),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Deletes every object of `key` (the service is gone from a complete list).

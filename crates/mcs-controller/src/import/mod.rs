@@ -150,6 +150,8 @@ struct Importer {
     missing_logged: BTreeSet<Key>,
     /// Imports with per-import gauges set (zeroed when they go).
     gauged: BTreeSet<Key>,
+    /// The IP families this cluster gives Services; empty until known.
+    cluster_families: Vec<mcs_api::IpFamily>,
 }
 
 impl Importer {
@@ -165,6 +167,7 @@ impl Importer {
             pending: BTreeMap::new(),
             missing_logged: BTreeSet::new(),
             gauged: BTreeSet::new(),
+            cluster_families: Vec::new(),
         }
     }
 
@@ -253,6 +256,20 @@ impl Importer {
 
     /// Reconciles every service, then deletes ours of services not listed.
     async fn full_reconcile(&mut self) -> Outcome {
+        if self.cluster_families.is_empty() {
+            match apply::cluster_families(&self.ctx.kube).await {
+                Ok(families) => {
+                    tracing::info!(?families, "cluster ip families");
+                    self.cluster_families = families;
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = brief(&error),
+                        "cluster ip families unknown: using each import's"
+                    )
+                }
+            }
+        }
         let state = self.state();
         metrics::gauge!(IMPORT_REGISTRY_AVAILABLE).set(if state == RegistryState::Available {
             1.0
@@ -302,7 +319,8 @@ impl Importer {
                 }
                 self.missing_logged.remove(key);
                 let max = self.ctx.settings.max_endpoints_per_slice;
-                match apply::sync(&kube, &self.stores, &import, state, max).await {
+                let families = &self.cluster_families;
+                match apply::sync(&kube, &self.stores, &import, state, max, families).await {
                     Ok(synced) => {
                         let (ns, name) = key.clone();
                         metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone())
