@@ -44,6 +44,8 @@ pub enum Touched {
     Key(Key),
     /// A namespace (appeared, changed or went).
     Namespace(String),
+    /// One of our Services or slices that names no service (never desired).
+    Unlabelled,
     /// A watch re-listed: anything may have changed.
     All,
 }
@@ -102,14 +104,14 @@ impl Stores {
             Api::all(client.clone()),
             ours,
             touched.clone(),
-            |o: &Service| key_by_label(o).map(Touched::Key),
+            |o: &Service| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
         let slices = reflect(
             Api::all(client.clone()),
             slices_ours,
             touched.clone(),
-            |o: &EndpointSlice| key_by_label(o).map(Touched::Key),
+            |o: &EndpointSlice| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
         let namespaces = reflect(

@@ -39,8 +39,11 @@ use tokio_util::sync::CancellationToken;
 /// Delay between a change of our objects and the reconcile of its service,
 /// so that a burst of events (our own writes among them) makes one pass.
 const DEBOUNCE: Duration = Duration::from_millis(200);
-/// Delay before a service whose sync failed is tried again.
+/// Delay before a service whose sync failed is tried again, doubled at each
+/// further failure up to `RETRY_MAX`.
 const RETRY: Duration = Duration::from_secs(5);
+/// The longest delay between retries of a failing service.
+const RETRY_MAX: Duration = Duration::from_secs(300);
 /// Delay before a watch that ended on an error is started again.
 const WATCH_RESTART: Duration = Duration::from_secs(5);
 /// How often, at most, the registry is probed for reachability.
@@ -150,6 +153,8 @@ struct Importer {
     missing_logged: BTreeSet<Key>,
     /// Imports with per-import gauges set (zeroed when they go).
     gauged: BTreeSet<Key>,
+    /// Consecutive failed syncs per service (for the retry delay).
+    failures: BTreeMap<Key, u32>,
     /// The IP families this cluster gives Services; empty until known.
     cluster_families: Vec<mcs_api::IpFamily>,
 }
@@ -167,6 +172,7 @@ impl Importer {
             pending: BTreeMap::new(),
             missing_logged: BTreeSet::new(),
             gauged: BTreeSet::new(),
+            failures: BTreeMap::new(),
             cluster_families: Vec::new(),
         }
     }
@@ -222,6 +228,7 @@ impl Importer {
         let due = Instant::now() + DEBOUNCE;
         let keys: Vec<Key> = match touched {
             Touched::Key(key) => vec![key],
+            Touched::Unlabelled => vec![unlabelled_key()],
             Touched::Namespace(ns) => self
                 .latest
                 .iter()
@@ -287,12 +294,7 @@ impl Importer {
                 *by_ready.entry(ready).or_default() += 1;
             }
         }
-        if state == RegistryState::Available {
-            match apply::remove_unlabelled(&self.ctx.kube, &self.stores).await {
-                Ok(outcome) => total += outcome,
-                Err(error) => tracing::warn!(%error, "deleting unlabelled objects failed"),
-            }
-        }
+        total += self.reconcile(&unlabelled_key(), &state).await.0;
         for (ready, n) in by_ready {
             metrics::gauge!(IMPORTS, "ready" => ready).set(n as f64);
         }
@@ -308,6 +310,17 @@ impl Importer {
     /// only mark its ServiceImport. Returns the status of its `Ready`.
     async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> (Outcome, Option<String>) {
         let kube = self.ctx.kube.clone();
+        if *key == unlabelled_key() {
+            if *state == RegistryState::Available {
+                match apply::remove_unlabelled(&kube, &self.stores).await {
+                    Ok(outcome) => return (outcome, None),
+                    Err(error) => {
+                        tracing::warn!(error = brief(&error), "deleting unlabelled objects failed")
+                    }
+                }
+            }
+            return (Outcome::default(), None);
+        }
         let result = match self.listed(key).cloned() {
             Some(import) => {
                 if !self.stores.namespace_usable(&key.0) {
@@ -355,6 +368,7 @@ impl Importer {
         };
         match result {
             Ok((outcome, ready)) => {
+                self.failures.remove(key);
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "ok")
                     .increment(1);
                 if outcome.writes + outcome.deletes > 0 {
@@ -366,7 +380,9 @@ impl Importer {
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
                     .increment(1);
                 tracing::warn!(namespace = %key.0, name = %key.1, error = brief(&error), "import reconcile failed");
-                self.pending.insert(key.clone(), Instant::now() + RETRY);
+                let failures = self.failures.entry(key.clone()).or_default();
+                *failures += 1;
+                self.pending.insert(key.clone(), Instant::now() + retry_delay(*failures));
                 (Outcome::default(), None)
             }
         }
@@ -400,6 +416,17 @@ fn brief(error: &anyhow::Error) -> String {
     }
 }
 
+/// The delay before the retry that follows `failures` consecutive failures.
+fn retry_delay(failures: u32) -> Duration {
+    RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(RETRY_MAX)
+}
+
+/// The queue's key for "our objects that name no service": no service has
+/// an empty namespace.
+fn unlabelled_key() -> Key {
+    (String::new(), String::new())
+}
+
 fn key_of(import: &mcs_api::ServiceImport) -> Key {
     (import.namespace.as_str().to_owned(), import.name.as_str().to_owned())
 }
@@ -421,6 +448,12 @@ mod tests {
             registry_state(Some("403"), Some("refused"), true, true),
             RegistryState::Unreachable("403".into())
         );
+    }
+
+    #[test]
+    fn retries_back_off_to_five_minutes() {
+        let delays: Vec<u64> = [1, 2, 3, 6, 7, 100].map(|n| retry_delay(n).as_secs()).to_vec();
+        assert_eq!(delays, [5, 10, 20, 160, 300, 300]);
     }
 
     #[test]
