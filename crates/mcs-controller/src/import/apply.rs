@@ -557,3 +557,57 @@ pub async fn mark_unavailable(
     let api: Api<crd::ServiceImport> = Api::namespaced(client.clone(), &key.0);
     apply_status(&api, &si, &status).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_belong_to_the_service_their_label_names() {
+        let mut slice = EndpointSlice::default();
+        slice.metadata.namespace = Some("llm".into());
+        assert_eq!(key_by_label(&slice), None);
+        slice.metadata.labels =
+            Some([(plan::SERVICE_NAME_LABEL.to_owned(), "web".to_owned())].into());
+        assert_eq!(key_by_label(&slice), Some(("llm".to_owned(), "web".to_owned())));
+        let mut si = crd::ServiceImport::new("web", crd::ServiceImportSpec::default());
+        assert_eq!(key_by_name(&si), None, "no namespace, no key");
+        si.metadata.namespace = Some("llm".into());
+        assert_eq!(key_by_name(&si), Some(("llm".to_owned(), "web".to_owned())));
+    }
+
+    #[test]
+    fn the_status_is_applied_alone_under_its_kind() {
+        let body = status_body("llm", "web", &ServiceImportStatus::default());
+        assert_eq!(body["apiVersion"], "multicluster.x-k8s.io/v1beta1");
+        assert_eq!(body["kind"], "ServiceImport");
+        assert_eq!(body["metadata"], serde_json::json!({"name": "web", "namespace": "llm"}));
+        assert!(body.get("spec").is_none(), "{body}");
+    }
+
+    #[test]
+    fn a_headless_service_is_told_by_its_cluster_ip() {
+        let svc = |ip: Option<&str>| Service {
+            spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+                cluster_ip: ip.map(Into::into),
+                cluster_ips: ip.map(|ip| vec![ip.to_owned()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(is_headless(&svc(Some("None"))));
+        assert!(!is_headless(&svc(Some("10.96.0.1"))));
+        assert!(!is_headless(&svc(None)));
+        assert_eq!(cluster_ips(Some(&svc(Some("10.96.0.1")))), ["10.96.0.1"]);
+        assert!(cluster_ips(None).is_empty());
+    }
+
+    #[test]
+    fn a_missing_object_always_needs_an_apply_and_an_equal_one_never() {
+        let slice = EndpointSlice { address_type: "IPv4".into(), ..Default::default() };
+        assert!(needs_apply(&slice, None::<&EndpointSlice>, None).unwrap());
+        assert!(!needs_apply(&slice, Some(&slice), None).unwrap());
+        let other = EndpointSlice { address_type: "IPv6".into(), ..Default::default() };
+        assert!(needs_apply(&slice, Some(&other), None).unwrap());
+    }
+}

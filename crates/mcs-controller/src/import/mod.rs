@@ -48,6 +48,9 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 const WATCH_RESTART: Duration = Duration::from_secs(5);
 /// How often, at most, the registry is probed for reachability.
 const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// How long a probe may take before the registry counts as unreachable
+/// (the client would otherwise retry for its whole retry deadline).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `d` scaled by a random factor in [0.9, 1.1).
 fn jittered(d: Duration) -> Duration {
@@ -125,7 +128,10 @@ async fn probe(
         }
         let answered = tokio::select! {
             _ = cancel.cancelled() => return,
-            listed = registry.imports() => listed.map(|_| ()).map_err(|e| e.to_string()),
+            listed = tokio::time::timeout(PROBE_TIMEOUT, registry.imports()) => match listed {
+                Ok(listed) => listed.map(|_| ()).map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
+            },
         };
         if tx.send(answered).await.is_err() {
             return;
