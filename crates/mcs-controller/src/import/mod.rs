@@ -161,6 +161,8 @@ struct Importer {
     gauged: BTreeSet<Key>,
     /// Consecutive failed syncs per service (for the retry delay).
     failures: BTreeMap<Key, u32>,
+    /// The status of each synced service's `Ready` (for the gauge).
+    ready: BTreeMap<Key, String>,
     /// The IP families this cluster gives Services; empty until known.
     cluster_families: Vec<mcs_api::IpFamily>,
 }
@@ -179,6 +181,7 @@ impl Importer {
             missing_logged: BTreeSet::new(),
             gauged: BTreeSet::new(),
             failures: BTreeMap::new(),
+            ready: BTreeMap::new(),
             cluster_families: Vec::new(),
         }
     }
@@ -192,8 +195,17 @@ impl Importer {
         )
     }
 
+    /// A new list from the watch: with the registry available before and
+    /// after, only the services whose import changed are synced (the rest
+    /// cannot have changed but by drift, which the resync and our watches
+    /// repair); otherwise everything.
     async fn on_list(&mut self, list: ImportList) {
         let arrived = Instant::now();
+        let was_available = self.state() == RegistryState::Available;
+        let changed = match &self.latest {
+            Some(old) if was_available && list.complete => Some(changed_keys(old, &list)),
+            _ => None,
+        };
         self.watch_error = None;
         self.watch_complete = list.complete;
         tracing::debug!(
@@ -206,7 +218,19 @@ impl Importer {
             self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
             self.latest = Some(list);
         }
-        let outcome = self.full_reconcile().await;
+        let outcome = match changed {
+            Some(keys) => {
+                let state = self.state();
+                let mut total = Outcome::default();
+                for key in keys {
+                    self.pending.remove(&key);
+                    total += self.reconcile(&key, &state).await;
+                }
+                self.publish_ready();
+                total
+            }
+            None => self.full_reconcile().await,
+        };
         if outcome.writes + outcome.deletes > 0 {
             metrics::histogram!(IMPORT_SYNC_SECONDS).record(arrived.elapsed().as_secs_f64());
         }
@@ -265,6 +289,19 @@ impl Importer {
             self.pending.remove(&key);
             self.reconcile(&key, &state).await;
         }
+        self.publish_ready();
+    }
+
+    /// Sets the gauge of imports by the status of their `Ready`.
+    fn publish_ready(&self) {
+        let mut by_ready: BTreeMap<&str, u64> =
+            ["True", "False", "Unknown"].into_iter().map(|s| (s, 0)).collect();
+        for ready in self.ready.values() {
+            *by_ready.entry(ready.as_str()).or_default() += 1;
+        }
+        for (ready, n) in by_ready {
+            metrics::gauge!(IMPORTS, "ready" => ready.to_owned()).set(n as f64);
+        }
     }
 
     /// Reconciles every service, then deletes ours of services not listed.
@@ -290,20 +327,12 @@ impl Importer {
             0.0
         });
         let mut total = Outcome::default();
-        let mut by_ready: BTreeMap<String, u64> =
-            ["True", "False", "Unknown"].into_iter().map(|s| (s.to_owned(), 0)).collect();
         for key in self.all_keys() {
             self.pending.remove(&key);
-            let (outcome, ready) = self.reconcile(&key, &state).await;
-            total += outcome;
-            if let Some(ready) = ready {
-                *by_ready.entry(ready).or_default() += 1;
-            }
+            total += self.reconcile(&key, &state).await;
         }
-        total += self.reconcile(&unlabelled_key(), &state).await.0;
-        for (ready, n) in by_ready {
-            metrics::gauge!(IMPORTS, "ready" => ready).set(n as f64);
-        }
+        total += self.reconcile(&unlabelled_key(), &state).await;
+        self.publish_ready();
         total
     }
 
@@ -313,19 +342,19 @@ impl Importer {
 
     /// Reconciles one service: sync it when listed, delete ours when the list
     /// is complete and it is not, else (not listed, registry unavailable)
-    /// only mark its ServiceImport. Returns the status of its `Ready`.
-    async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> (Outcome, Option<String>) {
+    /// only mark its ServiceImport. Records the status of its `Ready`.
+    async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> Outcome {
         let kube = self.ctx.kube.clone();
         if *key == unlabelled_key() {
             if *state == RegistryState::Available {
                 match apply::remove_unlabelled(&kube, &self.stores).await {
-                    Ok(outcome) => return (outcome, None),
+                    Ok(outcome) => return outcome,
                     Err(error) => {
                         tracing::warn!(error = brief(&error), "deleting unlabelled objects failed")
                     }
                 }
             }
-            return (Outcome::default(), None);
+            return Outcome::default();
         }
         let result = match self.listed(key).cloned() {
             Some(import) => {
@@ -334,7 +363,8 @@ impl Importer {
                     if self.missing_logged.insert(key.clone()) {
                         tracing::info!(namespace = %key.0, name = %key.1, "namespace missing here: import skipped until it exists");
                     }
-                    return (Outcome::default(), None);
+                    self.ready.remove(key);
+                    return Outcome::default();
                 }
                 self.missing_logged.remove(key);
                 let max = self.ctx.settings.max_endpoints_per_slice;
@@ -375,12 +405,16 @@ impl Importer {
         match result {
             Ok((outcome, ready)) => {
                 self.failures.remove(key);
+                match ready {
+                    Some(ready) => self.ready.insert(key.clone(), ready),
+                    None => self.ready.remove(key),
+                };
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "ok")
                     .increment(1);
                 if outcome.writes + outcome.deletes > 0 {
                     tracing::debug!(namespace = %key.0, name = %key.1, writes = outcome.writes, deletes = outcome.deletes, "import reconciled");
                 }
-                (outcome, ready)
+                outcome
             }
             Err(error) => {
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
@@ -389,7 +423,7 @@ impl Importer {
                 let failures = self.failures.entry(key.clone()).or_default();
                 *failures += 1;
                 self.pending.insert(key.clone(), Instant::now() + retry_delay(*failures));
-                (Outcome::default(), None)
+                Outcome::default()
             }
         }
     }
@@ -420,6 +454,18 @@ fn brief(error: &anyhow::Error) -> String {
         Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
         _ => format!("{error:#}"),
     }
+}
+
+/// The services whose import differs between two lists, or is in one only.
+fn changed_keys(old: &ImportList, new: &ImportList) -> BTreeSet<Key> {
+    fn by_key(list: &ImportList) -> BTreeMap<Key, &mcs_api::ServiceImport> {
+        list.imports.iter().map(|i| (key_of(i), i)).collect()
+    }
+    let (old, new) = (by_key(old), by_key(new));
+    let mut changed: BTreeSet<Key> =
+        old.iter().filter(|(k, i)| new.get(*k) != Some(*i)).map(|(k, _)| k.clone()).collect();
+    changed.extend(new.keys().filter(|k| !old.contains_key(*k)).cloned());
+    changed
 }
 
 /// The delay before the retry that follows `failures` consecutive failures.
@@ -454,6 +500,49 @@ mod tests {
             registry_state(Some("403"), Some("refused"), true, true),
             RegistryState::Unreachable("403".into())
         );
+    }
+
+    fn import(namespace: &str, name: &str, port: u16) -> mcs_api::ServiceImport {
+        let label = |s: &str| mcs_api::Label::new(s).unwrap();
+        mcs_api::ServiceImport {
+            namespace: label(namespace),
+            name: label(name),
+            service_type: mcs_api::ServiceType::ClusterSetIP,
+            ports: vec![mcs_api::ServicePort {
+                name: "http".into(),
+                protocol: mcs_api::Protocol::TCP,
+                port,
+                app_protocol: None,
+                target_port: None,
+            }],
+            session_affinity: mcs_api::SessionAffinity::None,
+            session_affinity_timeout_secs: None,
+            ip_families: vec![],
+            internal_traffic_policy: None,
+            traffic_distribution: None,
+            labels: Default::default(),
+            annotations: Default::default(),
+            clusters: vec![],
+            conditions: vec![],
+        }
+    }
+
+    fn list(imports: Vec<mcs_api::ServiceImport>) -> ImportList {
+        ImportList { imports, complete: true, fingerprint: "f".into() }
+    }
+
+    #[test]
+    fn a_new_list_syncs_only_the_services_that_changed_came_or_went() {
+        let old =
+            list(vec![import("a", "kept", 80), import("a", "edited", 80), import("b", "gone", 80)]);
+        let new =
+            list(vec![import("a", "kept", 80), import("a", "edited", 81), import("c", "new", 80)]);
+        let key = |ns: &str, n: &str| (ns.to_owned(), n.to_owned());
+        assert_eq!(
+            changed_keys(&old, &new),
+            BTreeSet::from([key("a", "edited"), key("b", "gone"), key("c", "new")])
+        );
+        assert!(changed_keys(&new, &new).is_empty());
     }
 
     #[test]
