@@ -405,11 +405,11 @@ pub async fn sync(
         current_svc = None;
     }
     let svc = match &current_svc {
-        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => Some((**c).clone()),
+        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => (**c).clone(),
         _ => {
             outcome.writes += 1;
             match apply(&services, &plan.service).await {
-                Ok(svc) => Some(svc),
+                Ok(svc) => svc,
                 // An immutable field changed (e.g. the IP families): replace it.
                 Err(kube::Error::Api(s)) if s.is_invalid() && current_svc.is_some() => {
                     tracing::info!(%namespace, %name, reason = %s.message, "replacing the derived service");
@@ -418,7 +418,7 @@ pub async fn sync(
                     {
                         outcome.deletes += 1;
                     }
-                    Some(apply(&services, &plan.service).await?)
+                    apply(&services, &plan.service).await?
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -426,7 +426,7 @@ pub async fn sync(
     };
 
     // The clusterset IPs, once the derived Service has them.
-    let ips_now = cluster_ips(svc.as_ref());
+    let ips_now = cluster_ips(Some(&svc));
     if ips_now != ips {
         let observed =
             Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
@@ -441,7 +441,8 @@ pub async fn sync(
         outcome.writes += 1;
     }
 
-    // The slices, then what is ours of this service and no longer planned.
+    // The slices, then (from a complete list only) what is ours of this
+    // service and no longer planned.
     for slice in &plan.slices {
         let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
         let current = stores.slice(namespace, slice_name);
@@ -453,12 +454,13 @@ pub async fn sync(
     let planned: BTreeSet<&str> =
         plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
-    for extra in stores.slices_of(&key) {
+    let extras_deletable = *state == RegistryState::Available;
+    for extra in stores.slices_of(&key).into_iter().filter(|_| extras_deletable) {
         if !planned.contains(extra.name_any().as_str()) && delete(&slices, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
     }
-    for extra in stores.services_of(&key) {
+    for extra in stores.services_of(&key).into_iter().filter(|_| extras_deletable) {
         if extra.name_any() != derived && delete(&services, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
