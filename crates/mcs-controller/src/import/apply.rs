@@ -454,14 +454,13 @@ pub async fn sync(
     let planned: BTreeSet<&str> =
         plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
-    let extras_deletable = *state == RegistryState::Available;
-    for extra in stores.slices_of(&key).into_iter().filter(|_| extras_deletable) {
-        if !planned.contains(extra.name_any().as_str()) && delete(&slices, extra.as_ref()).await? {
+    for extra in unplanned(stores.slices_of(&key), &planned, state) {
+        if delete(&slices, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
     }
-    for extra in stores.services_of(&key).into_iter().filter(|_| extras_deletable) {
-        if extra.name_any() != derived && delete(&services, extra.as_ref()).await? {
+    for extra in unplanned(stores.services_of(&key), &BTreeSet::from([derived.as_str()]), state) {
+        if delete(&services, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
     }
@@ -471,6 +470,22 @@ pub async fn sync(
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+}
+
+/// Those of `ours` (objects of one service) that are not `planned` and are
+/// to be deleted: none unless the registry is available, for the plan then
+/// comes from the last complete list, which is no proof of deletion.
+fn unplanned<K: Resource>(
+    ours: Vec<Arc<K>>,
+    planned: &BTreeSet<&str>,
+    state: &RegistryState,
+) -> Vec<Arc<K>> {
+    if *state != RegistryState::Available {
+        return Vec::new();
+    }
+    ours.into_iter()
+        .filter(|o| !o.meta().name.as_deref().is_some_and(|n| planned.contains(n)))
+        .collect()
 }
 
 /// The namespace of the dry-run Service that [`cluster_families`] creates.
@@ -602,6 +617,24 @@ mod tests {
         assert!(!is_headless(&svc(None)));
         assert_eq!(cluster_ips(Some(&svc(Some("10.96.0.1")))), ["10.96.0.1"]);
         assert!(cluster_ips(None).is_empty());
+    }
+
+    #[test]
+    fn extra_objects_are_deleted_only_while_the_registry_is_available() {
+        let slice = |name: &str| {
+            let mut s = EndpointSlice::default();
+            s.metadata.name = Some(name.into());
+            Arc::new(s)
+        };
+        let ours = || vec![slice("a-0"), slice("a-1"), slice("stray")];
+        let planned = BTreeSet::from(["a-0", "a-1"]);
+        let names = |v: Vec<Arc<EndpointSlice>>| -> Vec<String> {
+            v.iter().map(|s| s.name_any()).collect()
+        };
+        assert_eq!(names(unplanned(ours(), &planned, &RegistryState::Available)), ["stray"]);
+        assert!(unplanned(ours(), &planned, &RegistryState::Incomplete).is_empty());
+        let down = RegistryState::Unreachable("refused".into());
+        assert!(unplanned(ours(), &planned, &down).is_empty());
     }
 
     #[test]
