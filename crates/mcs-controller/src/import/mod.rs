@@ -2,10 +2,12 @@
 //! a derived Service and EndpointSlices in this cluster (docs/design.md §13).
 //!
 //! ```text
-//!  registry watch (ImportList) ─┐  complete list ─▶ full reconcile: sync every import,
-//!  registry probe (every ≤15 s) ─┤                   delete ours of services no longer listed
-//!  resync timer (jittered)      ─┤  incomplete / unreachable ─▶ Ready=False (RegistryIncomplete,
-//!  our objects changed (debounced)┘                   RegistryUnavailable), nothing deleted
+//!  registry watch (ImportList)      ─┐ complete list: sync the services whose import changed,
+//!  registry probe (every ≤ 15 s)    ─┤   delete ours of services no longer listed
+//!  resync timer (jittered)          ─┤ resync, outage begins or ends: all of them
+//!  our objects changed (debounced)  ─┘ our object changed: its service
+//!  incomplete list / unreachable: Ready=False (RegistryIncomplete, RegistryUnavailable),
+//!  objects kept as the last complete list had them, nothing deleted
 //! ```
 //!
 //! The registry client's watch retries a down registry silently (it yields
