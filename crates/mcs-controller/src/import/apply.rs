@@ -19,10 +19,13 @@ use crate::{FIELD_MANAGER, MANAGED_BY};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use mcs_api::IpFamily;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
@@ -41,6 +44,8 @@ pub enum Touched {
     Key(Key),
     /// A namespace (appeared, changed or went).
     Namespace(String),
+    /// One of our Services or slices that names no service (never desired).
+    Unlabelled,
     /// A watch re-listed: anything may have changed.
     All,
 }
@@ -99,14 +104,14 @@ impl Stores {
             Api::all(client.clone()),
             ours,
             touched.clone(),
-            |o: &Service| key_by_label(o).map(Touched::Key),
+            |o: &Service| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
         let slices = reflect(
             Api::all(client.clone()),
             slices_ours,
             touched.clone(),
-            |o: &EndpointSlice| key_by_label(o).map(Touched::Key),
+            |o: &EndpointSlice| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
         let namespaces = reflect(
@@ -353,6 +358,7 @@ pub async fn sync(
     import: &mcs_api::ServiceImport,
     state: &RegistryState,
     max_per_slice: usize,
+    cluster_families: &[IpFamily],
 ) -> anyhow::Result<Synced> {
     let now = jiff::Timestamp::now();
     let (namespace, name) = (import.namespace.as_str(), import.name.as_str());
@@ -371,7 +377,7 @@ pub async fn sync(
     let derived = plan::derived_name(namespace, name);
     let mut current_svc = stores.service(namespace, &derived);
     let ips = cluster_ips(current_svc.as_deref());
-    let observed = Observed { cluster_ips: &ips, conditions: &conditions };
+    let observed = Observed { cluster_ips: &ips, conditions: &conditions, cluster_families };
     let mut desired = plan::service_import(import, observed, state, now);
     let status = desired.status.take().unwrap_or_default();
     let mut si: crd::ServiceImport = match current {
@@ -399,11 +405,11 @@ pub async fn sync(
         current_svc = None;
     }
     let svc = match &current_svc {
-        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => Some((**c).clone()),
+        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => (**c).clone(),
         _ => {
             outcome.writes += 1;
             match apply(&services, &plan.service).await {
-                Ok(svc) => Some(svc),
+                Ok(svc) => svc,
                 // An immutable field changed (e.g. the IP families): replace it.
                 Err(kube::Error::Api(s)) if s.is_invalid() && current_svc.is_some() => {
                     tracing::info!(%namespace, %name, reason = %s.message, "replacing the derived service");
@@ -412,7 +418,7 @@ pub async fn sync(
                     {
                         outcome.deletes += 1;
                     }
-                    Some(apply(&services, &plan.service).await?)
+                    apply(&services, &plan.service).await?
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -420,9 +426,10 @@ pub async fn sync(
     };
 
     // The clusterset IPs, once the derived Service has them.
-    let ips_now = cluster_ips(svc.as_ref());
+    let ips_now = cluster_ips(Some(&svc));
     if ips_now != ips {
-        let observed = Observed { cluster_ips: &ips_now, conditions: &conditions };
+        let observed =
+            Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
         let mut again = plan::service_import(import, observed, state, now);
         again.status = None;
         if needs_apply(&again, Some(&si), None)? {
@@ -434,7 +441,8 @@ pub async fn sync(
         outcome.writes += 1;
     }
 
-    // The slices, then what is ours of this service and no longer planned.
+    // The slices, then (from a complete list only) what is ours of this
+    // service and no longer planned.
     for slice in &plan.slices {
         let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
         let current = stores.slice(namespace, slice_name);
@@ -446,13 +454,13 @@ pub async fn sync(
     let planned: BTreeSet<&str> =
         plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
-    for extra in stores.slices_of(&key) {
-        if !planned.contains(extra.name_any().as_str()) && delete(&slices, extra.as_ref()).await? {
+    for extra in unplanned(stores.slices_of(&key), &planned, state) {
+        if delete(&slices, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
     }
-    for extra in stores.services_of(&key) {
-        if extra.name_any() != derived && delete(&services, extra.as_ref()).await? {
+    for extra in unplanned(stores.services_of(&key), &BTreeSet::from([derived.as_str()]), state) {
+        if delete(&services, extra.as_ref()).await? {
             outcome.deletes += 1;
         }
     }
@@ -462,6 +470,46 @@ pub async fn sync(
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+}
+
+/// Those of `ours` (objects of one service) that are not `planned` and are
+/// to be deleted: none unless the registry is available, for the plan then
+/// comes from the last complete list, which is no proof of deletion.
+fn unplanned<K: Resource>(
+    ours: Vec<Arc<K>>,
+    planned: &BTreeSet<&str>,
+    state: &RegistryState,
+) -> Vec<Arc<K>> {
+    if *state != RegistryState::Available {
+        return Vec::new();
+    }
+    ours.into_iter()
+        .filter(|o| !o.meta().name.as_deref().is_some_and(|n| planned.contains(n)))
+        .collect()
+}
+
+/// The namespace of the dry-run Service that [`cluster_families`] creates.
+const FAMILY_PROBE_NAMESPACE: &str = "default";
+
+/// The IP families this cluster gives Services, primary first: those the API
+/// server assigns to a dry-run `PreferDualStack` Service (nothing is stored).
+pub async fn cluster_families(client: &kube::Client) -> anyhow::Result<Vec<IpFamily>> {
+    let services: Api<Service> = Api::namespaced(client.clone(), FAMILY_PROBE_NAMESPACE);
+    let probe: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"generateName": "mcs-ip-family-probe-"},
+        "spec": {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 1}]},
+    }))?;
+    let params = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };
+    let created = services.create(&params, &probe).await?;
+    let families = created.spec.and_then(|s| s.ip_families).unwrap_or_default();
+    Ok(families
+        .iter()
+        .filter_map(|f| match f.as_str() {
+            "IPv4" => Some(IpFamily::IPv4),
+            "IPv6" => Some(IpFamily::IPv6),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Deletes every object of `key` (the service is gone from a complete list).
@@ -525,4 +573,76 @@ pub async fn mark_unavailable(
     };
     let api: Api<crd::ServiceImport> = Api::namespaced(client.clone(), &key.0);
     apply_status(&api, &si, &status).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_belong_to_the_service_their_label_names() {
+        let mut slice = EndpointSlice::default();
+        slice.metadata.namespace = Some("llm".into());
+        assert_eq!(key_by_label(&slice), None);
+        slice.metadata.labels =
+            Some([(plan::SERVICE_NAME_LABEL.to_owned(), "web".to_owned())].into());
+        assert_eq!(key_by_label(&slice), Some(("llm".to_owned(), "web".to_owned())));
+        let mut si = crd::ServiceImport::new("web", crd::ServiceImportSpec::default());
+        assert_eq!(key_by_name(&si), None, "no namespace, no key");
+        si.metadata.namespace = Some("llm".into());
+        assert_eq!(key_by_name(&si), Some(("llm".to_owned(), "web".to_owned())));
+    }
+
+    #[test]
+    fn the_status_is_applied_alone_under_its_kind() {
+        let body = status_body("llm", "web", &ServiceImportStatus::default());
+        assert_eq!(body["apiVersion"], "multicluster.x-k8s.io/v1beta1");
+        assert_eq!(body["kind"], "ServiceImport");
+        assert_eq!(body["metadata"], serde_json::json!({"name": "web", "namespace": "llm"}));
+        assert!(body.get("spec").is_none(), "{body}");
+    }
+
+    #[test]
+    fn a_headless_service_is_told_by_its_cluster_ip() {
+        let svc = |ip: Option<&str>| Service {
+            spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+                cluster_ip: ip.map(Into::into),
+                cluster_ips: ip.map(|ip| vec![ip.to_owned()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(is_headless(&svc(Some("None"))));
+        assert!(!is_headless(&svc(Some("10.96.0.1"))));
+        assert!(!is_headless(&svc(None)));
+        assert_eq!(cluster_ips(Some(&svc(Some("10.96.0.1")))), ["10.96.0.1"]);
+        assert!(cluster_ips(None).is_empty());
+    }
+
+    #[test]
+    fn extra_objects_are_deleted_only_while_the_registry_is_available() {
+        let slice = |name: &str| {
+            let mut s = EndpointSlice::default();
+            s.metadata.name = Some(name.into());
+            Arc::new(s)
+        };
+        let ours = || vec![slice("a-0"), slice("a-1"), slice("stray")];
+        let planned = BTreeSet::from(["a-0", "a-1"]);
+        let names = |v: Vec<Arc<EndpointSlice>>| -> Vec<String> {
+            v.iter().map(|s| s.name_any()).collect()
+        };
+        assert_eq!(names(unplanned(ours(), &planned, &RegistryState::Available)), ["stray"]);
+        assert!(unplanned(ours(), &planned, &RegistryState::Incomplete).is_empty());
+        let down = RegistryState::Unreachable("refused".into());
+        assert!(unplanned(ours(), &planned, &down).is_empty());
+    }
+
+    #[test]
+    fn a_missing_object_always_needs_an_apply_and_an_equal_one_never() {
+        let slice = EndpointSlice { address_type: "IPv4".into(), ..Default::default() };
+        assert!(needs_apply(&slice, None::<&EndpointSlice>, None).unwrap());
+        assert!(!needs_apply(&slice, Some(&slice), None).unwrap());
+        let other = EndpointSlice { address_type: "IPv6".into(), ..Default::default() };
+        assert!(needs_apply(&slice, Some(&other), None).unwrap());
+    }
 }

@@ -2,10 +2,12 @@
 //! a derived Service and EndpointSlices in this cluster (docs/design.md §13).
 //!
 //! ```text
-//!  registry watch (ImportList) ─┐  complete list ─▶ full reconcile: sync every import,
-//!  registry probe (every ≤15 s) ─┤                   delete ours of services no longer listed
-//!  resync timer (jittered)      ─┤  incomplete / unreachable ─▶ Ready=False (RegistryIncomplete,
-//!  our objects changed (debounced)┘                   RegistryUnavailable), nothing deleted
+//!  registry watch (ImportList)      ─┐ complete list: sync the services whose import changed,
+//!  registry probe (every ≤ 15 s)    ─┤   delete ours of services no longer listed
+//!  resync timer (jittered)          ─┤ resync, outage begins or ends: all of them
+//!  our objects changed (debounced)  ─┘ our object changed: its service
+//!  incomplete list / unreachable: Ready=False (RegistryIncomplete, RegistryUnavailable),
+//!  objects kept as the last complete list had them, nothing deleted
 //! ```
 //!
 //! The registry client's watch retries a down registry silently (it yields
@@ -39,12 +41,18 @@ use tokio_util::sync::CancellationToken;
 /// Delay between a change of our objects and the reconcile of its service,
 /// so that a burst of events (our own writes among them) makes one pass.
 const DEBOUNCE: Duration = Duration::from_millis(200);
-/// Delay before a service whose sync failed is tried again.
+/// Delay before a service whose sync failed is tried again, doubled at each
+/// further failure up to `RETRY_MAX`.
 const RETRY: Duration = Duration::from_secs(5);
+/// The longest delay between retries of a failing service.
+const RETRY_MAX: Duration = Duration::from_secs(300);
 /// Delay before a watch that ended on an error is started again.
 const WATCH_RESTART: Duration = Duration::from_secs(5);
 /// How often, at most, the registry is probed for reachability.
 const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// How long a probe may take before the registry counts as unreachable
+/// (the client would otherwise retry for its whole retry deadline).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `d` scaled by a random factor in [0.9, 1.1).
 fn jittered(d: Duration) -> Duration {
@@ -122,7 +130,10 @@ async fn probe(
         }
         let answered = tokio::select! {
             _ = cancel.cancelled() => return,
-            listed = registry.imports() => listed.map(|_| ()).map_err(|e| e.to_string()),
+            listed = tokio::time::timeout(PROBE_TIMEOUT, registry.imports()) => match listed {
+                Ok(listed) => listed.map(|_| ()).map_err(|e| e.to_string()),
+                Err(_) => Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
+            },
         };
         if tx.send(answered).await.is_err() {
             return;
@@ -150,6 +161,12 @@ struct Importer {
     missing_logged: BTreeSet<Key>,
     /// Imports with per-import gauges set (zeroed when they go).
     gauged: BTreeSet<Key>,
+    /// Consecutive failed syncs per service (for the retry delay).
+    failures: BTreeMap<Key, u32>,
+    /// The status of each synced service's `Ready` (for the gauge).
+    ready: BTreeMap<Key, String>,
+    /// The IP families this cluster gives Services; empty until known.
+    cluster_families: Vec<mcs_api::IpFamily>,
 }
 
 impl Importer {
@@ -165,6 +182,9 @@ impl Importer {
             pending: BTreeMap::new(),
             missing_logged: BTreeSet::new(),
             gauged: BTreeSet::new(),
+            failures: BTreeMap::new(),
+            ready: BTreeMap::new(),
+            cluster_families: Vec::new(),
         }
     }
 
@@ -177,8 +197,17 @@ impl Importer {
         )
     }
 
+    /// A new list from the watch: with the registry available before and
+    /// after, only the services whose import changed are synced (the rest
+    /// cannot have changed but by drift, which the resync and our watches
+    /// repair); otherwise everything.
     async fn on_list(&mut self, list: ImportList) {
         let arrived = Instant::now();
+        let was_available = self.state() == RegistryState::Available;
+        let changed = match &self.latest {
+            Some(old) if was_available && list.complete => Some(changed_keys(old, &list)),
+            _ => None,
+        };
         self.watch_error = None;
         self.watch_complete = list.complete;
         tracing::debug!(
@@ -191,7 +220,19 @@ impl Importer {
             self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
             self.latest = Some(list);
         }
-        let outcome = self.full_reconcile().await;
+        let outcome = match changed {
+            Some(keys) => {
+                let state = self.state();
+                let mut total = Outcome::default();
+                for key in keys {
+                    self.pending.remove(&key);
+                    total += self.reconcile(&key, &state).await;
+                }
+                self.publish_ready();
+                total
+            }
+            None => self.full_reconcile().await,
+        };
         if outcome.writes + outcome.deletes > 0 {
             metrics::histogram!(IMPORT_SYNC_SECONDS).record(arrived.elapsed().as_secs_f64());
         }
@@ -219,6 +260,7 @@ impl Importer {
         let due = Instant::now() + DEBOUNCE;
         let keys: Vec<Key> = match touched {
             Touched::Key(key) => vec![key],
+            Touched::Unlabelled => vec![unlabelled_key()],
             Touched::Namespace(ns) => self
                 .latest
                 .iter()
@@ -249,10 +291,37 @@ impl Importer {
             self.pending.remove(&key);
             self.reconcile(&key, &state).await;
         }
+        self.publish_ready();
+    }
+
+    /// Sets the gauge of imports by the status of their `Ready`.
+    fn publish_ready(&self) {
+        let mut by_ready: BTreeMap<&str, u64> =
+            ["True", "False", "Unknown"].into_iter().map(|s| (s, 0)).collect();
+        for ready in self.ready.values() {
+            *by_ready.entry(ready.as_str()).or_default() += 1;
+        }
+        for (ready, n) in by_ready {
+            metrics::gauge!(IMPORTS, "ready" => ready.to_owned()).set(n as f64);
+        }
     }
 
     /// Reconciles every service, then deletes ours of services not listed.
     async fn full_reconcile(&mut self) -> Outcome {
+        if self.cluster_families.is_empty() {
+            match apply::cluster_families(&self.ctx.kube).await {
+                Ok(families) => {
+                    tracing::info!(?families, "cluster ip families");
+                    self.cluster_families = families;
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        error = brief(&error),
+                        "cluster ip families unknown: using each import's"
+                    )
+                }
+            }
+        }
         let state = self.state();
         metrics::gauge!(IMPORT_REGISTRY_AVAILABLE).set(if state == RegistryState::Available {
             1.0
@@ -260,25 +329,12 @@ impl Importer {
             0.0
         });
         let mut total = Outcome::default();
-        let mut by_ready: BTreeMap<String, u64> =
-            ["True", "False", "Unknown"].into_iter().map(|s| (s.to_owned(), 0)).collect();
         for key in self.all_keys() {
             self.pending.remove(&key);
-            let (outcome, ready) = self.reconcile(&key, &state).await;
-            total += outcome;
-            if let Some(ready) = ready {
-                *by_ready.entry(ready).or_default() += 1;
-            }
+            total += self.reconcile(&key, &state).await;
         }
-        if state == RegistryState::Available {
-            match apply::remove_unlabelled(&self.ctx.kube, &self.stores).await {
-                Ok(outcome) => total += outcome,
-                Err(error) => tracing::warn!(%error, "deleting unlabelled objects failed"),
-            }
-        }
-        for (ready, n) in by_ready {
-            metrics::gauge!(IMPORTS, "ready" => ready).set(n as f64);
-        }
+        total += self.reconcile(&unlabelled_key(), &state).await;
+        self.publish_ready();
         total
     }
 
@@ -288,9 +344,20 @@ impl Importer {
 
     /// Reconciles one service: sync it when listed, delete ours when the list
     /// is complete and it is not, else (not listed, registry unavailable)
-    /// only mark its ServiceImport. Returns the status of its `Ready`.
-    async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> (Outcome, Option<String>) {
+    /// only mark its ServiceImport. Records the status of its `Ready`.
+    async fn reconcile(&mut self, key: &Key, state: &RegistryState) -> Outcome {
         let kube = self.ctx.kube.clone();
+        if *key == unlabelled_key() {
+            if *state == RegistryState::Available {
+                match apply::remove_unlabelled(&kube, &self.stores).await {
+                    Ok(outcome) => return outcome,
+                    Err(error) => {
+                        tracing::warn!(error = brief(&error), "deleting unlabelled objects failed")
+                    }
+                }
+            }
+            return Outcome::default();
+        }
         let result = match self.listed(key).cloned() {
             Some(import) => {
                 if !self.stores.namespace_usable(&key.0) {
@@ -298,11 +365,13 @@ impl Importer {
                     if self.missing_logged.insert(key.clone()) {
                         tracing::info!(namespace = %key.0, name = %key.1, "namespace missing here: import skipped until it exists");
                     }
-                    return (Outcome::default(), None);
+                    self.ready.remove(key);
+                    return Outcome::default();
                 }
                 self.missing_logged.remove(key);
                 let max = self.ctx.settings.max_endpoints_per_slice;
-                match apply::sync(&kube, &self.stores, &import, state, max).await {
+                let families = &self.cluster_families;
+                match apply::sync(&kube, &self.stores, &import, state, max, families).await {
                     Ok(synced) => {
                         let (ns, name) = key.clone();
                         metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone())
@@ -337,19 +406,26 @@ impl Importer {
         };
         match result {
             Ok((outcome, ready)) => {
+                self.failures.remove(key);
+                match ready {
+                    Some(ready) => self.ready.insert(key.clone(), ready),
+                    None => self.ready.remove(key),
+                };
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "ok")
                     .increment(1);
                 if outcome.writes + outcome.deletes > 0 {
                     tracing::debug!(namespace = %key.0, name = %key.1, writes = outcome.writes, deletes = outcome.deletes, "import reconciled");
                 }
-                (outcome, ready)
+                outcome
             }
             Err(error) => {
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
                     .increment(1);
                 tracing::warn!(namespace = %key.0, name = %key.1, error = brief(&error), "import reconcile failed");
-                self.pending.insert(key.clone(), Instant::now() + RETRY);
-                (Outcome::default(), None)
+                let failures = self.failures.entry(key.clone()).or_default();
+                *failures += 1;
+                self.pending.insert(key.clone(), Instant::now() + retry_delay(*failures));
+                Outcome::default()
             }
         }
     }
@@ -382,6 +458,29 @@ fn brief(error: &anyhow::Error) -> String {
     }
 }
 
+/// The services whose import differs between two lists, or is in one only.
+fn changed_keys(old: &ImportList, new: &ImportList) -> BTreeSet<Key> {
+    fn by_key(list: &ImportList) -> BTreeMap<Key, &mcs_api::ServiceImport> {
+        list.imports.iter().map(|i| (key_of(i), i)).collect()
+    }
+    let (old, new) = (by_key(old), by_key(new));
+    let mut changed: BTreeSet<Key> =
+        old.iter().filter(|(k, i)| new.get(*k) != Some(*i)).map(|(k, _)| k.clone()).collect();
+    changed.extend(new.keys().filter(|k| !old.contains_key(*k)).cloned());
+    changed
+}
+
+/// The delay before the retry that follows `failures` consecutive failures.
+fn retry_delay(failures: u32) -> Duration {
+    RETRY.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(RETRY_MAX)
+}
+
+/// The queue's key for "our objects that name no service": no service has
+/// an empty namespace.
+fn unlabelled_key() -> Key {
+    (String::new(), String::new())
+}
+
 fn key_of(import: &mcs_api::ServiceImport) -> Key {
     (import.namespace.as_str().to_owned(), import.name.as_str().to_owned())
 }
@@ -403,6 +502,55 @@ mod tests {
             registry_state(Some("403"), Some("refused"), true, true),
             RegistryState::Unreachable("403".into())
         );
+    }
+
+    fn import(namespace: &str, name: &str, port: u16) -> mcs_api::ServiceImport {
+        let label = |s: &str| mcs_api::Label::new(s).unwrap();
+        mcs_api::ServiceImport {
+            namespace: label(namespace),
+            name: label(name),
+            service_type: mcs_api::ServiceType::ClusterSetIP,
+            ports: vec![mcs_api::ServicePort {
+                name: "http".into(),
+                protocol: mcs_api::Protocol::TCP,
+                port,
+                app_protocol: None,
+                target_port: None,
+            }],
+            session_affinity: mcs_api::SessionAffinity::None,
+            session_affinity_timeout_secs: None,
+            ip_families: vec![],
+            internal_traffic_policy: None,
+            traffic_distribution: None,
+            labels: Default::default(),
+            annotations: Default::default(),
+            clusters: vec![],
+            conditions: vec![],
+        }
+    }
+
+    fn list(imports: Vec<mcs_api::ServiceImport>) -> ImportList {
+        ImportList { imports, complete: true, fingerprint: "f".into() }
+    }
+
+    #[test]
+    fn a_new_list_syncs_only_the_services_that_changed_came_or_went() {
+        let old =
+            list(vec![import("a", "kept", 80), import("a", "edited", 80), import("b", "gone", 80)]);
+        let new =
+            list(vec![import("a", "kept", 80), import("a", "edited", 81), import("c", "new", 80)]);
+        let key = |ns: &str, n: &str| (ns.to_owned(), n.to_owned());
+        assert_eq!(
+            changed_keys(&old, &new),
+            BTreeSet::from([key("a", "edited"), key("b", "gone"), key("c", "new")])
+        );
+        assert!(changed_keys(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn retries_back_off_to_five_minutes() {
+        let delays: Vec<u64> = [1, 2, 3, 6, 7, 100].map(|n| retry_delay(n).as_secs()).to_vec();
+        assert_eq!(delays, [5, 10, 20, 160, 300, 300]);
     }
 
     #[test]

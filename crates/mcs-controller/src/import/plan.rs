@@ -182,6 +182,8 @@ pub struct Observed<'a> {
     pub cluster_ips: &'a [String],
     /// The ServiceImport's current conditions (their transition times are kept).
     pub conditions: &'a [Condition],
+    /// The IP families this cluster gives Services; empty when not known.
+    pub cluster_families: &'a [IpFamily],
 }
 
 /// The ServiceImport custom resource of `import`, status included.
@@ -307,10 +309,25 @@ pub fn owner_reference(name: &str, uid: &str) -> OwnerReference {
 
 /// The derived Service of `import`: no selector (the slices carry the
 /// endpoints); ClusterIP for ClusterSetIP, `clusterIP: None` for Headless.
-pub fn derived_service(import: &mcs_api::ServiceImport, owner: &OwnerReference) -> Service {
+///
+/// Its IP families are the import's that this cluster has
+/// (`cluster_families`; all of the import's when not known): the API server
+/// refuses a Service naming a family it is not configured for, so a
+/// dual-stack export imported into a single-stack cluster gets a
+/// single-stack Service. With none in common, the cluster picks.
+pub fn derived_service(
+    import: &mcs_api::ServiceImport,
+    owner: &OwnerReference,
+    cluster_families: &[IpFamily],
+) -> Service {
     let name = derived_name(import.namespace.as_str(), import.name.as_str());
     let headless = import.service_type == ServiceType::Headless;
-    let families: Vec<String> = import.ip_families.iter().map(|f| family_name(*f).into()).collect();
+    let families: Vec<String> = import
+        .ip_families
+        .iter()
+        .filter(|f| cluster_families.is_empty() || cluster_families.contains(f))
+        .map(|f| family_name(*f).into())
+        .collect();
     let family_policy = match families.len() {
         0 => None,
         1 => Some("SingleStack".to_owned()),
@@ -483,7 +500,7 @@ impl Plan {
         let owner = owner_reference(import.name.as_str(), uid);
         Plan {
             import: service_import(import, observed, state, now),
-            service: derived_service(import, &owner),
+            service: derived_service(import, &owner, observed.cluster_families),
             slices: endpoint_slices(import, &owner, max_per_slice),
         }
     }
@@ -714,7 +731,7 @@ mod tests {
         imp.conditions[0].status = ConditionStatus::False;
         imp.conditions[0].reason = "NoReadyEndpoints".into();
         let ips = ["10.96.0.10".to_owned(), "fd00:96::10".to_owned()];
-        let observed = Observed { cluster_ips: &ips, conditions: &[] };
+        let observed = Observed { cluster_ips: &ips, ..Observed::default() };
         let si = service_import(&imp, observed, &RegistryState::Available, now());
         assert_eq!(si.spec.type_, "ClusterSetIP");
         assert_eq!(si.spec.ips, ["fd00:96::10", "10.96.0.10"]);
@@ -745,7 +762,7 @@ mod tests {
             "2026-12-03T09:00:00Z".parse::<jiff::Timestamp>().unwrap()
         );
 
-        let svc = derived_service(&imp, &owner());
+        let svc = derived_service(&imp, &owner(), &[IpFamily::IPv4, IpFamily::IPv6]);
         let spec = svc.spec.unwrap();
         assert_eq!(svc.metadata.name.unwrap(), derived_name("llm", "web"));
         assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
@@ -768,19 +785,35 @@ mod tests {
     }
 
     #[test]
+    fn a_dual_stack_import_gets_a_single_stack_service_in_a_single_stack_cluster() {
+        let mut imp = import(vec![cluster("east", vec![endpoint(&["10.1.0.1", "fd00::1"], true)])]);
+        imp.ip_families = vec![IpFamily::IPv6, IpFamily::IPv4];
+        let spec = derived_service(&imp, &owner(), &[IpFamily::IPv4]).spec.unwrap();
+        assert_eq!(spec.ip_families.unwrap(), ["IPv4"]);
+        assert_eq!(spec.ip_family_policy.as_deref(), Some("SingleStack"));
+        // No family in common: the cluster picks.
+        imp.ip_families = vec![IpFamily::IPv6];
+        let spec = derived_service(&imp, &owner(), &[IpFamily::IPv4]).spec.unwrap();
+        assert_eq!((spec.ip_families, spec.ip_family_policy), (None, None));
+        // Not known: the import's.
+        let spec = derived_service(&imp, &owner(), &[]).spec.unwrap();
+        assert_eq!(spec.ip_families.unwrap(), ["IPv6"]);
+    }
+
+    #[test]
     fn headless_import_has_no_ips_and_a_headless_service() {
         let mut imp = import(vec![cluster("east", vec![endpoint(&["10.1.0.1"], true)])]);
         imp.service_type = ServiceType::Headless;
         let ips = ["10.96.0.10".to_owned()];
         let si = service_import(
             &imp,
-            Observed { cluster_ips: &ips, conditions: &[] },
+            Observed { cluster_ips: &ips, ..Observed::default() },
             &RegistryState::Available,
             now(),
         );
         assert_eq!(si.spec.type_, "Headless");
         assert!(si.spec.ips.is_empty());
-        let spec = derived_service(&imp, &owner()).spec.unwrap();
+        let spec = derived_service(&imp, &owner(), &[]).spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
         assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Cluster"));
@@ -795,7 +828,7 @@ mod tests {
         let later: jiff::Timestamp = "2026-12-03T10:00:00Z".parse().unwrap();
         let again = service_import(
             &imp,
-            Observed { cluster_ips: &[], conditions: &conditions },
+            Observed { conditions: &conditions, ..Observed::default() },
             &RegistryState::Available,
             later,
         );
@@ -804,7 +837,7 @@ mod tests {
         let down = RegistryState::Unreachable("connection refused".into());
         let si = service_import(
             &imp,
-            Observed { cluster_ips: &[], conditions: &conditions },
+            Observed { conditions: &conditions, ..Observed::default() },
             &down,
             later,
         );
