@@ -262,12 +262,15 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     // Auto-export: a Service with the label gets a ServiceExport marked as
     // the controller's; without the label it goes; a user's own stays.
     let mut labelled = service(NS, "auto", &[("http", 80, 80)], false);
-    labelled.metadata.labels = Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    labelled.metadata.labels =
+        Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
     apply(&services(east), &labelled).await;
     eventually(WITHIN, "auto-exported", async || {
-        exports(east).get_opt("auto").await.unwrap().is_some_and(|e| {
-            label(&e.metadata, "app.kubernetes.io/managed-by") == MANAGED_BY
-        })
+        exports(east)
+            .get_opt("auto")
+            .await
+            .unwrap()
+            .is_some_and(|e| label(&e.metadata, "app.kubernetes.io/managed-by") == MANAGED_BY)
     })
     .await;
     eventually(WITHIN, "the auto export is imported in west", async || {
@@ -284,7 +287,10 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     user_made.metadata.labels = Some(BTreeMap::new());
     apply(&services(east), &user_made).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert!(exports(east).get_opt("later").await.unwrap().is_some(), "a user's ServiceExport stays");
+    assert!(
+        exports(east).get_opt("later").await.unwrap().is_some(),
+        "a user's ServiceExport stays"
+    );
 
     // RBAC: nothing the controller asked was denied, and every verb of the
     // generated role was used (apply that creates is authorized as create).
@@ -308,8 +314,10 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     }
 
     // Every series the controllers export is documented.
-    let doc = std::fs::read_to_string(mcs_tests::workspace_root().join("docs/configuration.md")).unwrap();
-    let section = &doc[doc.find("## mcs-controller metrics").expect("a controller metrics section")..];
+    let doc =
+        std::fs::read_to_string(mcs_tests::workspace_root().join("docs/configuration.md")).unwrap();
+    let section =
+        &doc[doc.find("## mcs-controller metrics").expect("a controller metrics section")..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let documented: BTreeSet<&str> =
         section.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();

@@ -20,12 +20,13 @@ pub const RULES: &[(&str, &str, &[&str])] = &[
     ("multicluster.x-k8s.io", "serviceexports/status", &["patch"]),
     // Imports: server-side apply (patch, and create when the apply creates
     // the object) of spec and status, deletion of what is gone.
-    ("multicluster.x-k8s.io", "serviceimports", &["get", "list", "watch", "create", "patch", "delete"]),
+    ("multicluster.x-k8s.io", "serviceimports", &["list", "watch", "create", "patch", "delete"]),
     ("multicluster.x-k8s.io", "serviceimports/status", &["patch"]),
-    // Services: read for exports; derived Services applied and deleted.
+    // Services: read for exports (get: the one of a ServiceExport); derived
+    // Services applied and deleted.
     ("", "services", &["get", "list", "watch", "create", "patch", "delete"]),
     // EndpointSlices: read for exports; imported slices applied and deleted.
-    ("discovery.k8s.io", "endpointslices", &["get", "list", "watch", "create", "patch", "delete"]),
+    ("discovery.k8s.io", "endpointslices", &["list", "watch", "create", "patch", "delete"]),
     // The importer creates nothing in a namespace that does not exist here.
     ("", "namespaces", &["list", "watch"]),
     // The cluster's id (KEP-2149).
