@@ -6,7 +6,7 @@
 //! ServiceExports made by users are never touched. See docs/design.md §13.
 
 use crate::crd::{ServiceExport, ServiceExportSpec};
-use crate::export::reconciler::jittered;
+use crate::export::reconciler::{drain, jittered, ticks};
 use crate::{Context, MANAGED_BY, metrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
@@ -149,13 +149,9 @@ async fn ensure(service: &Service, auto: &Auto) -> Result<Action, Error> {
     };
     let wanted =
         service.metadata.deletion_timestamp.is_none() && auto.selector.matches(service.labels());
-    if !wanted {
-        if auto.marked.wait_until_ready().await.is_err() {
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-        if auto.marked.get(&ObjectRef::new(&name).within(&namespace)).is_none() {
-            return Ok(Action::await_change());
-        }
+    // The mirror is ready before the controller starts (see `run`).
+    if !wanted && auto.marked.get(&ObjectRef::new(&name).within(&namespace)).is_none() {
+        return Ok(Action::await_change());
     }
     let api = Api::<ServiceExport>::namespaced(auto.ctx.kube.clone(), &namespace);
     let existing = api.get_opt(&name).await?;
@@ -207,10 +203,7 @@ pub async fn run(
     let resync = ctx.settings.resync_interval;
     let mirror_stop = cancel.child_token();
     let stop = mirror_stop.clone();
-    let resyncs = futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(jittered(resync)).await;
-        Some(((), ()))
-    });
+    let resyncs = ticks(resync);
     let marked = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     let (store, writer) = reflector::store();
     let mirror = reflector(
@@ -224,17 +217,22 @@ pub async fn run(
             () = stop.cancelled() => {}
         }
     });
-    Controller::new(Api::<Service>::all(kube.clone()), watcher::Config::default())
-        .owns(Api::<ServiceExport>::all(kube), marked)
-        .reconcile_all_on(resyncs)
-        .graceful_shutdown_on(async move { cancel.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(Auto { ctx, selector, marked: store }))
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "auto-export controller");
-            }
-        })
-        .await;
+    // Waited for here, once: kube-runtime's readiness wakes only the last of
+    // several concurrent waiters, so reconciles must not wait on it.
+    tokio::select! {
+        ready = store.wait_until_ready() => ready?,
+        () = cancel.cancelled() => {}
+    }
+    if !cancel.is_cancelled() {
+        let results =
+            Controller::new(Api::<Service>::all(kube.clone()), watcher::Config::default())
+                .owns(Api::<ServiceExport>::all(kube), marked)
+                .reconcile_all_on(resyncs)
+                .graceful_shutdown_on(async move { cancel.cancelled().await })
+                .run(reconcile, error_policy, Arc::new(Auto { ctx, selector, marked: store }));
+        drain(results, "auto_export").await;
+        tracing::info!("auto-export controller stopped");
+    }
     mirror_stop.cancel();
     mirror.await?;
     Ok(())
