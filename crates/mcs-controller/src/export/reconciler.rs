@@ -389,6 +389,7 @@ async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: C
                     }
                 }
                 Err(error) => {
+                    tracing::warn!(%error, "registry exports watch ended; restarting");
                     ::metrics::counter!(metrics::REGISTRY_CALLS, "call" => "watch_exports", "outcome" => call_outcome::<()>(&Err(error)))
                         .increment(1);
                 }
