@@ -6,15 +6,17 @@
 //! ServiceExports made by users are never touched. See docs/design.md §13.
 
 use crate::crd::{ServiceExport, ServiceExportSpec};
-use crate::export::reconciler::jittered;
+use crate::export::reconciler::{drain, jittered, ticks};
 use crate::{Context, MANAGED_BY, metrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::core::{Expression, Selector, SelectorExt};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::watcher::{self, watcher};
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -128,6 +130,9 @@ pub struct Error(#[from] kube::Error);
 struct Auto {
     ctx: Arc<Context>,
     selector: Selector,
+    /// The ServiceExports carrying the mark, so that a Service that does
+    /// not match costs no API call.
+    marked: Store<ServiceExport>,
 }
 
 async fn reconcile(service: Arc<Service>, auto: Arc<Auto>) -> Result<Action, Error> {
@@ -142,10 +147,14 @@ async fn ensure(service: &Service, auto: &Auto) -> Result<Action, Error> {
     let (Some(namespace), name) = (service.namespace(), service.name_any()) else {
         return Ok(Action::await_change());
     };
-    let api = Api::<ServiceExport>::namespaced(auto.ctx.kube.clone(), &namespace);
-    let existing = api.get_opt(&name).await?;
     let wanted =
         service.metadata.deletion_timestamp.is_none() && auto.selector.matches(service.labels());
+    // The mirror is ready before the controller starts (see `run`).
+    if !wanted && auto.marked.get(&ObjectRef::new(&name).within(&namespace)).is_none() {
+        return Ok(Action::await_change());
+    }
+    let api = Api::<ServiceExport>::namespaced(auto.ctx.kube.clone(), &namespace);
+    let existing = api.get_opt(&name).await?;
     match existing {
         None if wanted => {
             let Some(se) = service_export_for(service) else { return Ok(Action::await_change()) };
@@ -192,22 +201,40 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let kube = ctx.kube.clone();
     let resync = ctx.settings.resync_interval;
-    let resyncs = futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(jittered(resync)).await;
-        Some(((), ()))
-    });
+    let mirror_stop = cancel.child_token();
+    let stop = mirror_stop.clone();
+    let resyncs = ticks(resync);
     let marked = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
-    Controller::new(Api::<Service>::all(kube.clone()), watcher::Config::default())
-        .owns(Api::<ServiceExport>::all(kube), marked)
-        .reconcile_all_on(resyncs)
-        .graceful_shutdown_on(async move { cancel.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(Auto { ctx, selector }))
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "auto-export controller");
-            }
-        })
-        .await;
+    let (store, writer) = reflector::store();
+    let mirror = reflector(
+        writer,
+        watcher(Api::<ServiceExport>::all(kube.clone()), marked.clone()).default_backoff(),
+    )
+    .for_each(|_| async {});
+    let mirror = tokio::spawn(async move {
+        tokio::select! {
+            () = mirror => {}
+            () = stop.cancelled() => {}
+        }
+    });
+    // Waited for here, once: kube-runtime's readiness wakes only the last of
+    // several concurrent waiters, so reconciles must not wait on it.
+    tokio::select! {
+        ready = store.wait_until_ready() => ready?,
+        () = cancel.cancelled() => {}
+    }
+    if !cancel.is_cancelled() {
+        let results =
+            Controller::new(Api::<Service>::all(kube.clone()), watcher::Config::default())
+                .owns(Api::<ServiceExport>::all(kube), marked)
+                .reconcile_all_on(resyncs)
+                .graceful_shutdown_on(async move { cancel.cancelled().await })
+                .run(reconcile, error_policy, Arc::new(Auto { ctx, selector, marked: store }));
+        drain(results, "auto_export").await;
+        tracing::info!("auto-export controller stopped");
+    }
+    mirror_stop.cancel();
+    mirror.await?;
     Ok(())
 }
 

@@ -75,13 +75,19 @@ fn cluster_property_resource() -> ApiResource {
 /// `None` when its CRD is not installed or the object does not exist.
 pub async fn read_cluster_property(kube: kube::Client) -> Result<Option<String>, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(kube, &cluster_property_resource());
-    let object = match api.get_opt(CLUSTER_ID_PROPERTY).await {
-        Ok(object) => object,
-        // No CRD: the API server answers 404 for the whole resource.
-        Err(kube::Error::Api(status)) if status.code == 404 => None,
+    let object = match api.get(CLUSTER_ID_PROPERTY).await {
+        Ok(object) => Some(object),
+        Err(e) if is_absent(&e) => None,
         Err(e) => return Err(e),
     };
     Ok(object.and_then(|o| o.data.get("spec")?.get("value")?.as_str().map(str::to_owned)))
+}
+
+/// A 404: no such object, or no such resource at all (no CRD: the API
+/// server then answers a plain-text `404 page not found`, not a `Status`
+/// with reason `NotFound`).
+fn is_absent(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 404)
 }
 
 #[cfg(test)]
@@ -98,6 +104,19 @@ mod tests {
             resolve_cluster_id(Some("east"), Some("west")),
             Err(IdentityError::Mismatch { flag: "east".into(), property: "west".into() })
         );
+    }
+
+    #[test]
+    fn a_missing_crd_reads_as_no_property() {
+        let status = |code, reason: &str| {
+            let mut s = kube::core::Status::failure("m", reason);
+            s.code = code;
+            kube::Error::Api(Box::new(s))
+        };
+        // What kube makes of the API server's plain-text 404 without the CRD.
+        assert!(is_absent(&status(404, "Failed to parse error data")));
+        assert!(is_absent(&status(404, "NotFound")));
+        assert!(!is_absent(&status(403, "Forbidden")));
     }
 
     #[test]

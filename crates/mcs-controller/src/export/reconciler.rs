@@ -307,6 +307,28 @@ fn set_export_gauges(state: &State) {
     }
 }
 
+/// A tick every `interval` ± 10 %, for the periodic resyncs.
+pub(crate) fn ticks(interval: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(jittered(interval)).await;
+        Some(((), ()))
+    })
+}
+
+/// Runs a controller's stream to its end, logging what it reports.
+pub(crate) async fn drain<T, E: std::fmt::Display>(
+    results: impl futures::Stream<Item = Result<T, E>>,
+    controller: &'static str,
+) {
+    results
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, controller, "controller event");
+            }
+        })
+        .await;
+}
+
 /// `base` ± 10 %.
 pub(crate) fn jittered(base: Duration) -> Duration {
     base.mul_f64(0.9 + fastrand::f64() * 0.2)
@@ -318,6 +340,8 @@ fn backoff(failures: u32) -> Duration {
 }
 
 async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, Error> {
+    // The controller reconciles only once its store is filled.
+    ex.state().synced();
     let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id_of(&se).0);
     let result = finalizer(&api, FINALIZER, se, |event| async {
         match event {
@@ -365,6 +389,7 @@ async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: C
                     }
                 }
                 Err(error) => {
+                    tracing::warn!(%error, "registry exports watch ended; restarting");
                     ::metrics::counter!(metrics::REGISTRY_CALLS, "call" => "watch_exports", "outcome" => call_outcome::<()>(&Err(error)))
                         .increment(1);
                 }
@@ -410,29 +435,22 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
             |mut rx| async move { rx.recv().await.map(|()| ((), rx)) },
         );
     let resync_ex = ex.clone();
-    let resyncs = futures::stream::unfold((), move |()| {
-        let ex = resync_ex.clone();
-        let store = store.clone();
+    let resyncs = ticks(ctx.settings.resync_interval).then(move |()| {
+        let (ex, store) = (resync_ex.clone(), store.clone());
         async move {
-            tokio::time::sleep(jittered(ex.ctx.settings.resync_interval)).await;
             ex.state().next_epoch();
             ex.sweep_orphans(&store).await;
-            Some(((), ()))
         }
     });
     let stop = cancel.clone();
-    controller
+    let results = controller
         .reconcile_all_on(registrations)
         .reconcile_all_on(conflicts)
         .reconcile_all_on(resyncs)
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, error_policy, ex)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "export controller");
-            }
-        })
-        .await;
+        .run(reconcile, error_policy, ex);
+    drain(results, "export").await;
+    tracing::info!("export controller stopped");
     follower_stop.cancel();
     follower.await?;
     Ok(())

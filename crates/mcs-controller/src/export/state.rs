@@ -43,6 +43,9 @@ pub struct State {
     failures: HashMap<Id, u32>,
     /// The conditions of each export (type, status), for the gauge.
     statuses: HashMap<Id, Vec<(String, String)>>,
+    /// Whether the controller's ServiceExport store has been filled (its
+    /// first reconcile ran): until then no export is an orphan.
+    synced: bool,
 }
 
 impl State {
@@ -137,9 +140,18 @@ impl State {
         changed
     }
 
+    /// The ServiceExport store is filled: the controller reconciles only
+    /// once it is.
+    pub fn synced(&mut self) {
+        self.synced = true;
+    }
+
     /// This cluster's exports in the (complete) view that were not sent
-    /// and for which `exists` finds no ServiceExport.
+    /// and for which `exists` finds no ServiceExport (in a filled store).
     pub fn orphans(&self, exists: impl Fn(&Id) -> bool) -> Vec<Id> {
+        if !self.synced {
+            return Vec::new();
+        }
         let Some(view) = self.view.as_ref().filter(|v| v.complete) else { return Vec::new() };
         let mut orphans: Vec<Id> = view
             .exports

@@ -163,6 +163,8 @@ fn withdrawals_are_needed_only_where_the_registry_may_hold_the_export() {
             ],
         ),
     );
+    assert!(st.orphans(|id| id.1 == "api").is_empty(), "an unfilled store proves nothing");
+    st.synced();
     assert_eq!(st.orphans(|id| id.1 == "api"), vec![gone.clone()]);
     st.take_view(&east(), list(false, vec![]));
     assert!(st.orphans(|_| false).is_empty(), "an incomplete view proves nothing");
