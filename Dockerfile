@@ -1,4 +1,5 @@
-# The mcs-registry and mcs-admin binaries in a small, non-root image.
+# The mcs-registry, mcs-admin and mcs-controller binaries in a small, non-root
+# image (the entrypoint is the registry; the controller's chart names its binary).
 #   docker build -t mcs-registry --build-arg MCS_GIT_COMMIT=$(git rev-parse --short HEAD) .
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
@@ -7,13 +8,13 @@ ARG MCS_GIT_COMMIT=unknown
 ENV MCS_GIT_COMMIT=$MCS_GIT_COMMIT
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev make && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN cargo build --release --locked -p mcs-registry -p mcs-admin \
-    && cp target/release/mcs-registry target/release/mcs-admin /usr/local/bin/
+RUN cargo build --release --locked -p mcs-registry -p mcs-admin -p mcs-controller \
+    && cp target/release/mcs-registry target/release/mcs-admin target/release/mcs-controller /usr/local/bin/
 
 # distroless/cc: glibc, libgcc, CA certificates and nothing else; runs as
 # the unprivileged "nonroot" user (uid 65532).
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /usr/local/bin/mcs-registry /usr/local/bin/mcs-admin /usr/local/bin/
+COPY --from=build /usr/local/bin/mcs-registry /usr/local/bin/mcs-admin /usr/local/bin/mcs-controller /usr/local/bin/
 USER nonroot
 EXPOSE 8080 9090
 ENTRYPOINT ["/usr/local/bin/mcs-registry"]

@@ -576,6 +576,17 @@ async fn two_replicas_one_leader_and_failover_keeps_the_slices() {
     }
     let standby = &world.clusters[0].controllers[0];
     assert_eq!(standby.metric("mcs_controller_leader", &[]).await, 1.0, "the standby leads");
+    // A graceful stop (SIGTERM) exits 0 and withdraws nothing; a new replica
+    // adopts the cluster's incarnation, so west never loses east's slices.
+    let standby = world.clusters[0].controllers.remove(0);
+    assert_eq!(standby.terminate().await, Some(0), "a graceful stop exits 0");
+    world.start_controller(0).await;
+    let until = Instant::now() + Duration::from_secs(mcs_tests::controller::LEASE_SECS * 2);
+    while Instant::now() < until {
+        let west = world.cluster("west");
+        assert_eq!(imported_endpoints(west, "web").await, addresses("east", &["10.1.0.1"]));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // The new leader exports: a change in east reaches west.
     let east = world.cluster("east");
     apply(
@@ -588,4 +599,75 @@ async fn two_replicas_one_leader_and_failover_keeps_the_slices() {
             == addresses("east", &["10.1.0.1", "10.1.0.7"])
     })
     .await;
+}
+
+/// The KEP-2149 ClusterProperty names the cluster; a `--cluster-id` that
+/// disagrees with it is refused.
+#[tokio::test]
+async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refused() {
+    let Some(mut world) = world(&["hub"], &[]).await else { return };
+    let hub = &world.clusters[0];
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "clusterproperties.about.k8s.io",
+                         "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/3084"}},
+            "spec": {"group": "about.k8s.io", "scope": "Cluster",
+                     "names": {"plural": "clusterproperties", "singular": "clusterproperty", "kind": "ClusterProperty"},
+                     "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                       "spec": {"type": "object", "properties": {"value": {"type": "string"}}}}}}}]}
+        }))
+        .unwrap();
+    apply(&Api::all(hub.kube.clone()), &crd).await;
+    let resource = kube::discovery::ApiResource {
+        group: "about.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "about.k8s.io/v1alpha1".into(),
+        kind: "ClusterProperty".into(),
+        plural: "clusterproperties".into(),
+    };
+    let properties: Api<kube::api::DynamicObject> = Api::all_with(hub.kube.clone(), &resource);
+    let mut property = kube::api::DynamicObject::new("cluster.clusterset.k8s.io", &resource);
+    property.data = serde_json::json!({"spec": {"value": "hub-1"}});
+    eventually(WITHIN, "the ClusterProperty CRD is served", async || {
+        properties
+            .patch(
+                "cluster.clusterset.k8s.io",
+                &kube::api::PatchParams::apply("mcs-tests").force(),
+                &kube::api::Patch::Apply(&property),
+            )
+            .await
+            .is_ok()
+    })
+    .await;
+
+    // Without --cluster-id: the property's value is the cluster's id.
+    let (bin, kubeconfig, url) =
+        (world.bins.controller.clone(), hub.controller_kubeconfig.clone(), world.registry_url());
+    let controller =
+        mcs_tests::controller::ControllerProcess::start(&bin, &kubeconfig, None, &url, &[]).await;
+    world.clusters[0].controllers.push(controller);
+    let mut config = mcs_client::ClientConfig::new(url.clone());
+    config.allow_insecure_http = true;
+    let client = mcs_client::Client::new(config).unwrap();
+    eventually(WITHIN, "hub-1 registered", async || {
+        client
+            .clusters()
+            .await
+            .is_ok_and(|l| l.clusters.iter().any(|c| c.cluster_id.as_str() == "hub-1"))
+    })
+    .await;
+
+    // A flag naming another cluster: refused, exit 1, saying why.
+    let out = tokio::process::Command::new(&bin)
+        .args(["--cluster-id", "hub-2", "--registry-url", &url, "--registry-allow-insecure-http"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("hub-2") && stderr.contains("hub-1"), "{stderr}");
 }

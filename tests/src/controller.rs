@@ -44,14 +44,14 @@ pub struct ControllerBinaries {
 pub struct Cluster {
     /// Its name, also its cluster id.
     pub name: String,
+    /// Its controller replicas (before the API server: dropped first).
+    pub controllers: Vec<ControllerProcess>,
     /// The API server.
     pub env: K8sEnv,
     /// A cluster-admin client, for the test's own objects.
     pub kube: kube::Client,
     /// The controller's kubeconfig (its ServiceAccount under the generated ClusterRole).
     pub controller_kubeconfig: PathBuf,
-    /// Its controller replicas.
-    pub controllers: Vec<ControllerProcess>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -183,7 +183,7 @@ impl World {
         let process = ControllerProcess::start(
             &bin,
             &cluster.controller_kubeconfig,
-            &cluster.name,
+            Some(&cluster.name),
             &url,
             &flags,
         )
@@ -297,12 +297,13 @@ impl ControllerProcess {
     pub async fn start(
         bin: &Path,
         kubeconfig: &Path,
-        cluster_id: &str,
+        cluster_id: Option<&str>,
         registry_url: &str,
         extra: &[String],
     ) -> Self {
         let mut child = Command::new(bin)
-            .args(["--cluster-id", cluster_id, "--registry-url", registry_url])
+            .args(cluster_id.map(|id| ["--cluster-id", id]).into_iter().flatten())
+            .args(["--registry-url", registry_url])
             .args(["--registry-allow-insecure-http", "--metrics-listen", "127.0.0.1:0"])
             .args([
                 "--leader-election-namespace",
