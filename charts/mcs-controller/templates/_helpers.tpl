@@ -30,11 +30,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "mcs-controller.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
 {{- default (include "mcs-controller.fullname" .) .Values.serviceAccount.name }}
-{{- else }}
-{{- default "default" .Values.serviceAccount.name }}
-{{- end }}
 {{- end }}
 
 {{- define "mcs-controller.image" -}}
