@@ -259,7 +259,11 @@ async fn wait_established(kube: &kube::Client, name: &str) {
 }
 
 fn args_of(deployment: &Deployment) -> Vec<String> {
-    deployment.spec.template.spec.as_ref()
+    deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
         .and_then(|s| s.containers.first())
         .and_then(|c| c.args.clone())
         .unwrap_or_default()
@@ -477,4 +481,30 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
     let lease = leases.get("mcs-controller").await.expect("the leader-election Lease");
     assert!(lease.spec.and_then(|s| s.holder_identity).is_some_and(|h| !h.is_empty()));
     drop(controller);
+}
+
+#[test]
+fn the_charts_run_what_the_dockerfile_builds() {
+    let Some(helm) = Helm::find() else { return };
+    let dockerfile = std::fs::read_to_string(mcs_tests::workspace_root().join("Dockerfile"))
+        .expect("Dockerfile");
+    // The registry chart runs the default image's ENTRYPOINT, and the
+    // migrate Job mcs-admin of the same image.
+    let docs = helm.template(
+        "mcs-registry",
+        "mcs",
+        &["storage=dynamodb", "dynamodb.table=t", "migrate.enabled=true"],
+    );
+    let job = find_kind(&docs, "Job");
+    let command =
+        job["spec"]["template"]["spec"]["containers"][0]["command"][0].as_str().expect("command");
+    let last_stage = dockerfile.rsplit("\nFROM ").next().expect("a stage");
+    assert!(last_stage.contains(command), "{command} is not in the registry image:\n{last_stage}");
+    assert!(last_stage.contains(r#"ENTRYPOINT ["/usr/local/bin/mcs-registry"]"#));
+    // The controller chart runs the image of the `mcs-controller` target.
+    let stage = dockerfile
+        .split("\nFROM ")
+        .find(|s| s.lines().next().is_some_and(|l| l.ends_with(" AS mcs-controller")))
+        .expect("a Dockerfile stage `AS mcs-controller`");
+    assert!(stage.contains(r#"ENTRYPOINT ["/usr/local/bin/mcs-controller"]"#), "{stage}");
 }

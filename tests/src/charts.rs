@@ -222,11 +222,8 @@ pub fn values_table(values_yaml: &str) -> Result<String, String> {
         while stack.last().is_some_and(|(i, _)| *i >= indent) {
             stack.pop();
         }
-        let path: Vec<String> = stack
-            .iter()
-            .map(|(_, k)| k.clone())
-            .chain(std::iter::once(key.to_owned()))
-            .collect();
+        let path: Vec<String> =
+            stack.iter().map(|(_, k)| k.clone()).chain(std::iter::once(key.to_owned())).collect();
         let dotted = path.join(".");
         stack.push((indent, key.to_owned()));
         let value = path.iter().fold(&values, |v, k| &v[k.as_str()]);
