@@ -277,3 +277,46 @@ pub fn expected_readme(chart: &str) -> Result<String, String> {
     let values = std::fs::read_to_string(dir.join("values.yaml")).map_err(|e| e.to_string())?;
     Ok(format!("{head}{README_MARKER}\n\n{}", values_table(&values)?))
 }
+
+/// The first container of the pod template of `object` (a Deployment or
+/// a Job, rendered or read from the API server as JSON).
+fn first_container(object: &Value) -> &Value {
+    &object["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// The args of that container, leaving out those that start with one of
+/// `drop` (the ones a test must set itself, such as listen addresses).
+pub fn pod_args(object: &Value, drop: &[&str]) -> Vec<String> {
+    first_container(object)["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|a| !drop.iter().any(|d| a.starts_with(d)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The environment of that container as the kubelet would give it to a
+/// pod named `pod` in `namespace` (the downward API's `metadata.name` and
+/// `metadata.namespace` resolved; any other `valueFrom` panics).
+pub fn pod_env(object: &Value, pod: &str, namespace: &str) -> Vec<(String, String)> {
+    first_container(object)["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let name = e["name"].as_str().expect("env name").to_owned();
+            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => pod.to_owned(),
+                Some("metadata.namespace") => namespace.to_owned(),
+                Some(other) => panic!("{name}: fieldRef {other} is not resolved here"),
+                None if e.get("valueFrom").is_some() => {
+                    panic!("{name}: valueFrom is not resolved here")
+                }
+                None => e["value"].as_str().unwrap_or_default().to_owned(),
+            };
+            (name, value)
+        })
+        .collect()
+}
