@@ -184,6 +184,20 @@ async fn every_value_combination_passes_a_server_side_dry_run() {
     let kubeconfig = env.kubeconfig();
     let kube = env.client().await;
     ensure_namespace(&kube, "mcs").await;
+    // Pods of the namespace must meet the restricted Pod Security
+    // Standard; templates that would not are warned about, which fails.
+    helm.ok(
+        "kubectl",
+        &[
+            "label",
+            "namespace",
+            "mcs",
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+        Some(kubeconfig),
+        None,
+    );
     // The CRDs of the controller chart, and the ServiceMonitor's, so that
     // the capability the charts ask for exists and the object is checked.
     let crds = chart_dir("mcs-controller").join("crds/crds.yaml");

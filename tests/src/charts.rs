@@ -123,7 +123,8 @@ impl Helm {
     /// `helm install --dry-run=server` of `chart` against the cluster of
     /// `kubeconfig` (so `.Capabilities` are the server's), then a
     /// server-side dry run of every object it would create, hooks
-    /// included: fields Kubernetes does not know fail. The kinds applied.
+    /// included: fields Kubernetes does not know fail, and so does any
+    /// warning of the server. The kinds applied.
     pub fn dry_run_server(
         &self,
         kubeconfig: &Path,
@@ -155,12 +156,18 @@ impl Helm {
             .iter()
             .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
             .collect();
-        self.ok(
+        let out = self.run(
             "kubectl",
             &["apply", "--server-side", "--dry-run=server", "-n", namespace, "-f", "-"],
             Some(kubeconfig),
             Some(&manifest),
         );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the server refused {chart} with {values:?}:\n{stderr}");
+        // Warnings fail too: a Pod Security Standard the namespace asks for
+        // (its `warn` label covers the pod templates of Deployments and
+        // Jobs), a deprecated API, an unknown field.
+        assert!(!stderr.contains("Warning"), "{chart} with {values:?}:\n{stderr}");
         kinds
     }
 }
