@@ -301,18 +301,43 @@ impl ControllerProcess {
         registry_url: &str,
         extra: &[String],
     ) -> Self {
-        let mut child = Command::new(bin)
-            .args(cluster_id.map(|id| ["--cluster-id", id]).into_iter().flatten())
-            .args(["--registry-url", registry_url])
-            .args(["--registry-allow-insecure-http", "--metrics-listen", "127.0.0.1:0"])
-            .args([
+        let mut args: Vec<String> = cluster_id
+            .map(|id| ["--cluster-id", id])
+            .into_iter()
+            .flatten()
+            .chain([
+                "--registry-url",
+                registry_url,
+                "--registry-allow-insecure-http",
+                "--metrics-listen",
+                "127.0.0.1:0",
                 "--leader-election-namespace",
                 SYSTEM_NAMESPACE,
                 "--leader-election-lease-secs",
                 "4",
+                "--log-format",
+                "json",
+                "--log",
+                "info,mcs_controller=debug",
             ])
-            .args(["--log-format", "json", "--log", "info,mcs_controller=debug"])
-            .args(extra)
+            .map(str::to_owned)
+            .collect();
+        args.extend(extra.iter().cloned());
+        Self::start_with_args(bin, kubeconfig, &args, &[]).await
+    }
+
+    /// Starts the controller with exactly `args` and `env` (besides
+    /// `KUBECONFIG`), e.g. as a chart's Deployment renders them, and waits
+    /// until it listens; it must log JSON (`--log-format json`).
+    pub async fn start_with_args(
+        bin: &Path,
+        kubeconfig: &Path,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Self {
+        let mut child = Command::new(bin)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("KUBECONFIG", kubeconfig)
             .env_remove("MCS_CLUSTER_ID")
             .stdin(Stdio::null())
