@@ -11,6 +11,7 @@
 //! ```
 
 pub mod controller;
+pub mod deployment;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

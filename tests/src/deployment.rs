@@ -1,0 +1,232 @@
+//! Running a chart's Deployment as a local process, for the tests where no
+//! kubelet runs pods (`scripts/k8s-env`): the container's command line and
+//! environment as the API server stores them, with the Secrets and
+//! ConfigMaps it mounts written to a local directory and every argument
+//! naming a mount path pointed there.
+//!
+//! ```text
+//!  Deployment (label app.kubernetes.io/name=N) ─▶ LocalPod::read
+//!    args, env (values; fieldRef namespace), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
+//!  LocalPod::flags()  args, then MCS_* env as their flags (a twin is its flag's name)
+//!  without(&["--listen", …])  drops flags the test sets itself
+//! ```
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ListParams};
+use std::path::{Path, PathBuf};
+
+/// A Deployment's first container, ready to run here.
+#[derive(Debug, Clone)]
+pub struct LocalPod {
+    /// The Deployment's name.
+    pub deployment: String,
+    /// The pod's ServiceAccount.
+    pub service_account: String,
+    /// The container's arguments (command after its first word, then args),
+    /// mount paths rewritten.
+    pub args: Vec<String>,
+    /// The container's environment: plain values, and `metadata.namespace`
+    /// from a fieldRef (others are left out), mount paths rewritten.
+    pub env: Vec<(String, String)>,
+}
+
+impl LocalPod {
+    /// Reads the Deployment labelled `app.kubernetes.io/name=<name>` in
+    /// `namespace`, and writes what its container mounts from Secrets and
+    /// ConfigMaps under `dir`.
+    pub async fn read(kube: &kube::Client, namespace: &str, name: &str, dir: &Path) -> Self {
+        let deployments: Api<Deployment> = Api::namespaced(kube.clone(), namespace);
+        let list = deployments
+            .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={name}")))
+            .await
+            .unwrap_or_else(|e| panic!("listing Deployments {name} in {namespace}: {e}"));
+        let deployment = list.items.into_iter().next().unwrap_or_else(|| {
+            panic!("no Deployment app.kubernetes.io/name={name} in {namespace}")
+        });
+        let pod = deployment.spec.template.spec.clone().expect("a pod template");
+        let container = pod.containers.first().expect("a container").clone();
+        let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+        for mount in container.volume_mounts.iter().flatten() {
+            let Some(volume) = pod.volumes.iter().flatten().find(|v| v.name == mount.name).cloned()
+            else {
+                continue;
+            };
+            let local = dir.join(&mount.name);
+            std::fs::create_dir_all(&local).expect("a mount directory");
+            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+            if let Some(secret) = volume.secret {
+                let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
+                let name = secret.secret_name.expect("secretName");
+                let found =
+                    secrets.get(&name).await.unwrap_or_else(|e| panic!("Secret {name}: {e}"));
+                let data = found.data.unwrap_or_default();
+                files.extend(pick(data.into_iter().map(|(k, v)| (k, v.0)), secret.items));
+            } else if let Some(map) = volume.config_map {
+                let maps: Api<ConfigMap> = Api::namespaced(kube.clone(), namespace);
+                let found = maps
+                    .get(&map.name)
+                    .await
+                    .unwrap_or_else(|e| panic!("ConfigMap {}: {e}", map.name));
+                let data = found.data.unwrap_or_default();
+                files.extend(pick(data.into_iter().map(|(k, v)| (k, v.into_bytes())), map.items));
+            }
+            for (path, bytes) in files {
+                std::fs::write(local.join(path), bytes).expect("a mounted file");
+            }
+            mounts.push((mount.mount_path.trim_end_matches('/').to_owned(), local));
+        }
+        let command = container.command.unwrap_or_default();
+        let args = command
+            .into_iter()
+            .skip(1)
+            .chain(container.args.unwrap_or_default())
+            .map(|a| rewrite(&mounts, &a))
+            .collect();
+        let mut env = Vec::new();
+        for var in container.env.unwrap_or_default() {
+            if let Some(value) = var.value {
+                env.push((var.name, rewrite(&mounts, &value)));
+            } else if var
+                .value_from
+                .and_then(|f| f.field_ref)
+                .is_some_and(|f| f.field_path == "metadata.namespace")
+            {
+                env.push((var.name, namespace.to_owned()));
+            }
+        }
+        LocalPod {
+            deployment: deployment.metadata.name.clone().unwrap_or_default(),
+            service_account: pod.service_account_name.unwrap_or_else(|| "default".into()),
+            args,
+            env,
+        }
+    }
+
+    /// The command line: the arguments, then each `MCS_*` variable as its
+    /// flag (`MCS_FOO_BAR=v` is `--foo-bar=v`; `true` a bare switch,
+    /// `false` nothing), so one list carries the whole configuration.
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = self.args.clone();
+        for (name, value) in &self.env {
+            let Some(twin) = name.strip_prefix("MCS_") else { continue };
+            let flag = format!("--{}", twin.to_lowercase().replace('_', "-"));
+            match value.as_str() {
+                "true" => flags.push(flag),
+                "false" => {}
+                v => flags.push(format!("{flag}={v}")),
+            }
+        }
+        flags
+    }
+
+    /// The variable `name` of the environment.
+    pub fn env_var(&self, name: &str) -> Option<&str> {
+        self.env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// `flags` without each of `drop` (as `--x=v`, or `--x v` when the next
+/// word is not a flag).
+pub fn without(flags: &[String], drop: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = flags.iter().peekable();
+    while let Some(flag) = it.next() {
+        let name = flag.split('=').next().unwrap_or(flag);
+        if drop.contains(&name) {
+            if !flag.contains('=') && it.peek().is_some_and(|next| !next.starts_with("--")) {
+                it.next();
+            }
+            continue;
+        }
+        out.push(flag.clone());
+    }
+    out
+}
+
+/// The value of `--name` in `flags` (`--name=v` or `--name v`).
+pub fn flag_value<'a>(flags: &'a [String], name: &str) -> Option<&'a str> {
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        if let Some(v) = flag.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+            return Some(v);
+        }
+        if flag == name {
+            return it.next().map(String::as_str);
+        }
+    }
+    None
+}
+
+/// `value` with each mount path pointed at its local directory.
+fn rewrite(mounts: &[(String, PathBuf)], value: &str) -> String {
+    let mut value = value.to_owned();
+    for (path, local) in mounts {
+        value = value.replace(&format!("{path}/"), &format!("{}/", local.display()));
+    }
+    value
+}
+
+/// The files of a Secret or ConfigMap volume: every key, or the `items`
+/// chosen (key to path).
+fn pick(
+    data: impl Iterator<Item = (String, Vec<u8>)>,
+    items: Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>,
+) -> Vec<(String, Vec<u8>)> {
+    let data: Vec<_> = data.collect();
+    match items {
+        None => data,
+        Some(items) => items
+            .into_iter()
+            .filter_map(|item| {
+                data.iter().find(|(k, _)| *k == item.key).map(|(_, v)| (item.path, v.clone()))
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn flags_are_dropped_in_both_forms_and_values_found() {
+        let flags =
+            strings(&["--listen", "0.0.0.0:1", "--admin-tls", "--log-format=json", "--x=1"]);
+        assert_eq!(
+            without(&flags, &["--listen", "--log-format"]),
+            strings(&["--admin-tls", "--x=1"])
+        );
+        assert_eq!(
+            without(&flags, &["--admin-tls"]),
+            strings(&["--listen", "0.0.0.0:1", "--log-format=json", "--x=1"])
+        );
+        assert_eq!(flag_value(&flags, "--listen"), Some("0.0.0.0:1"));
+        assert_eq!(flag_value(&flags, "--log-format"), Some("json"));
+        assert_eq!(flag_value(&flags, "--log"), None);
+    }
+
+    #[test]
+    fn environment_twins_become_flags() {
+        let pod = LocalPod {
+            deployment: "d".into(),
+            service_account: "s".into(),
+            args: strings(&["--a=1"]),
+            env: vec![
+                ("MCS_STORAGE_CONNECT_TIMEOUT_SECS".into(), "3".into()),
+                ("MCS_ADMIN_TLS".into(), "true".into()),
+                ("MCS_NO_AUTO_EXPORT".into(), "false".into()),
+                ("POD_NAMESPACE".into(), "ns".into()),
+            ],
+        };
+        assert_eq!(
+            pod.flags(),
+            strings(&["--a=1", "--storage-connect-timeout-secs=3", "--admin-tls"])
+        );
+        assert_eq!(pod.env_var("POD_NAMESPACE"), Some("ns"));
+    }
+}
