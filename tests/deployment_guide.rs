@@ -286,7 +286,7 @@ async fn the_deployment_guide_runs() {
                     // The registry's pod: the rendered flags, on local ports, moto.
                     ["start-registry", context, namespace] => {
                         let cluster = clusters.get_mut(*context).expect("a cluster");
-                        let dir = work.join(format!("pod-registry-{context}"));
+                        let dir = work.join(format!("pod-registry-{context}-{namespace}"));
                         let pod =
                             LocalPod::read(&cluster.kube, namespace, "mcs-registry", &dir).await;
                         cluster.registry =
@@ -294,19 +294,25 @@ async fn the_deployment_guide_runs() {
                     }
                     // The controller's pod: the rendered flags, its
                     // ServiceAccount's token, the registry of its cluster.
-                    ["start-controller", context, namespace] => {
+                    // (A third word: the registry of that cluster, the guide's
+                    // load balancer.)
+                    ["start-controller", context, namespace, rest @ ..] => {
+                        let serving = rest.first().unwrap_or(context);
+                        let url = clusters[*serving]
+                            .registry
+                            .as_ref()
+                            .map(|(_, url)| url.clone())
+                            .expect("the serving registry runs");
                         let cluster = clusters.get_mut(*context).expect("a cluster");
-                        let dir = work.join(format!("pod-controller-{context}"));
+                        let dir = work.join(format!("pod-controller-{context}-{namespace}"));
                         let pod =
                             LocalPod::read(&cluster.kube, namespace, "mcs-controller", &dir).await;
-                        let (_, url) =
-                            cluster.registry.as_ref().expect("the cluster's registry runs");
                         let kubeconfig = cluster
                             .env
                             .service_account_kubeconfig(namespace, &pod.service_account)
                             .await;
                         cluster.controller = Some(
-                            start_controller(&bins.controller, &pod, url, &kubeconfig, namespace)
+                            start_controller(&bins.controller, &pod, &url, &kubeconfig, namespace)
                                 .await,
                         );
                     }
@@ -423,7 +429,9 @@ async fn start_registry(
     let tls = flag_value(&flags, "--tls-cert-path").is_some();
     let mut flags =
         without(&flags, &["--listen", "--admin-listen", "--log-format", "--dynamodb-endpoint"]);
-    flags.push(format!("--dynamodb-endpoint={endpoint}"));
+    if flag_value(&flags, "--storage") == Some("dynamodb") {
+        flags.push(format!("--dynamodb-endpoint={endpoint}"));
+    }
     eprintln!("mcs-registry {}", flags.join(" "));
     let registry = mcs_testkit::process::Launch::new(bin)
         .args(&flags)
