@@ -301,17 +301,42 @@ impl ControllerProcess {
         registry_url: &str,
         extra: &[String],
     ) -> Self {
+        let mut args: Vec<String> = [
+            "--cluster-id",
+            cluster_id,
+            "--registry-url",
+            registry_url,
+            "--registry-allow-insecure-http",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--leader-election-namespace",
+            SYSTEM_NAMESPACE,
+            "--leader-election-lease-secs",
+            "4",
+            "--log-format",
+            "json",
+            "--log",
+            "info,mcs_controller=debug",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(extra.iter().cloned());
+        Self::start_with_args(bin, kubeconfig, &args, &[]).await
+    }
+
+    /// Starts the controller with exactly `args` and `env` (besides
+    /// `KUBECONFIG`), e.g. as a chart's Deployment renders them, and waits
+    /// until it listens; it must log JSON (`--log-format json`).
+    pub async fn start_with_args(
+        bin: &Path,
+        kubeconfig: &Path,
+        args: &[String],
+        env: &[(String, String)],
+    ) -> Self {
         let mut child = Command::new(bin)
-            .args(["--cluster-id", cluster_id, "--registry-url", registry_url])
-            .args(["--registry-allow-insecure-http", "--metrics-listen", "127.0.0.1:0"])
-            .args([
-                "--leader-election-namespace",
-                SYSTEM_NAMESPACE,
-                "--leader-election-lease-secs",
-                "4",
-            ])
-            .args(["--log-format", "json", "--log", "info,mcs_controller=debug"])
-            .args(extra)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("KUBECONFIG", kubeconfig)
             .env_remove("MCS_CLUSTER_ID")
             .stdin(Stdio::null())

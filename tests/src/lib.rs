@@ -10,6 +10,7 @@
 //!                             (mcs-testkit's, re-exported)
 //! ```
 
+pub mod charts;
 pub mod controller;
 pub mod deployment;
 

@@ -187,6 +187,7 @@ pub async fn ensure_namespace(client: &kube::Client, name: &str) {
     }
 }
 
-fn required() -> bool {
+/// Whether the Kubernetes tests are required (`MCS_TEST_REQUIRE_K8S=true` or `CI=true`).
+pub fn required() -> bool {
     [REQUIRE_ENV, "CI"].iter().any(|v| std::env::var(v).is_ok_and(|v| v == "true"))
 }
