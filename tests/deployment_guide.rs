@@ -23,14 +23,13 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use mcs_testkit::k8s::K8sEnv;
 use mcs_testkit::multiregion::Replicator;
+use mcs_tests::controller::ControllerProcess;
 use mcs_tests::deployment::{LocalPod, flag_value, without};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 const GUIDE: &str = "docs/deployment.md";
 
@@ -188,13 +187,7 @@ struct Cluster {
     env: K8sEnv,
     kube: kube::Client,
     registry: Option<(mcs_tests::RegistryProcess, String)>,
-    controller: Option<Controller>,
-}
-
-/// A controller process and its log.
-struct Controller {
-    _child: Child,
-    log: Arc<Mutex<Vec<String>>>,
+    controller: Option<ControllerProcess>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,10 +304,8 @@ async fn the_deployment_guide_runs() {
                             .env
                             .service_account_kubeconfig(namespace, &pod.service_account)
                             .await;
-                        cluster.controller = Some(
-                            start_controller(&bins.controller, &pod, &url, &kubeconfig, namespace)
-                                .await,
-                        );
+                        cluster.controller =
+                            Some(start_controller(&bins.controller, &pod, &url, &kubeconfig).await);
                     }
                     // What the endpointslice controller writes for a Service
                     // whose pod is ready (no kubelet here).
@@ -458,44 +449,24 @@ async fn start_controller(
     pod: &LocalPod,
     registry_url: &str,
     kubeconfig: &Path,
-    namespace: &str,
-) -> Controller {
+) -> ControllerProcess {
     let mut flags = without(&pod.flags(), &["--metrics-listen", "--registry-url", "--log-format"]);
-    flags.extend(["--metrics-listen=127.0.0.1:0".into(), format!("--registry-url={registry_url}")]);
-    flags.push("--log-format=json".into());
+    flags.extend([
+        "--metrics-listen=127.0.0.1:0".into(),
+        format!("--registry-url={registry_url}"),
+        "--log-format=json".into(),
+    ]);
     eprintln!("mcs-controller {}", flags.join(" "));
-    let mut child = Command::new(bin)
-        .args(&flags)
-        .env_clear()
-        .env("KUBECONFIG", kubeconfig)
-        .env("POD_NAMESPACE", pod.env_var("POD_NAMESPACE").unwrap_or(namespace))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("mcs-controller starts");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let sink = log.clone();
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            sink.lock().expect("log").push(line);
-        }
-    });
-    let seen = log.clone();
-    mcs_testkit::eventually(Duration::from_secs(30), "the controller listening", async || {
-        seen.lock().expect("log").iter().any(|l| l.contains("mcs-controller listening"))
-    })
-    .await;
-    Controller { _child: child, log }
+    let env: Vec<(String, String)> =
+        pod.env.iter().filter(|(name, _)| !name.starts_with("MCS_")).cloned().collect();
+    ControllerProcess::start_with_args(bin, kubeconfig, &flags, &env).await
 }
 
 fn controller_logs(clusters: &BTreeMap<String, Cluster>) -> String {
     let mut out = String::new();
     for (name, cluster) in clusters {
         if let Some(controller) = &cluster.controller {
-            let log = controller.log.lock().expect("log");
+            let log = controller.log();
             out.push_str(&format!("--- controller of {name}, last lines:\n"));
             for line in &log[log.len().saturating_sub(40)..] {
                 out.push_str(line);

@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  Deployment (label app.kubernetes.io/name=N) ─▶ LocalPod::read
-//!    args, env (values; fieldRef namespace), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
+//!    args, env (values; fieldRef namespace, name), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
 //!  LocalPod::flags()  args, then MCS_* env as their flags (a twin is its flag's name)
 //!  without(&["--listen", …])  drops flags the test sets itself
 //! ```
@@ -26,8 +26,9 @@ pub struct LocalPod {
     /// The container's arguments (command after its first word, then args),
     /// mount paths rewritten.
     pub args: Vec<String>,
-    /// The container's environment: plain values, and `metadata.namespace`
-    /// from a fieldRef (others are left out), mount paths rewritten.
+    /// The container's environment: plain values, and from a fieldRef
+    /// `metadata.namespace` and `metadata.name` (`<name>-local`); others are
+    /// left out. Mount paths rewritten.
     pub env: Vec<(String, String)>,
 }
 
@@ -87,12 +88,12 @@ impl LocalPod {
         for var in container.env.unwrap_or_default() {
             if let Some(value) = var.value {
                 env.push((var.name, rewrite(&mounts, &value)));
-            } else if var
-                .value_from
-                .and_then(|f| f.field_ref)
-                .is_some_and(|f| f.field_path == "metadata.namespace")
-            {
-                env.push((var.name, namespace.to_owned()));
+            } else if let Some(field) = var.value_from.and_then(|f| f.field_ref) {
+                match field.field_path.as_str() {
+                    "metadata.namespace" => env.push((var.name, namespace.to_owned())),
+                    "metadata.name" => env.push((var.name, format!("{name}-local"))),
+                    _ => {}
+                }
             }
         }
         LocalPod {
