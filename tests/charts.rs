@@ -14,9 +14,14 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
-use mcs_tests::charts::{Helm, README_MARKER, chart_dir, expected_readme, find_kind};
+use mcs_tests::charts::{
+    Helm, README_MARKER, chart_dir, expected_readme, find_kind, pod_args, pod_env,
+};
 use mcs_tests::controller::ControllerProcess;
 use std::time::Duration;
+
+/// The registry's flags a local process sets itself (`mcs_testkit::process::Launch`).
+const LISTEN_FLAGS: &[&str] = &["--listen=", "--admin-listen=", "--log-format="];
 
 /// Values every render of the controller chart needs.
 const CONTROLLER_MIN: &[&str] =
@@ -179,6 +184,20 @@ async fn every_value_combination_passes_a_server_side_dry_run() {
     let kubeconfig = env.kubeconfig();
     let kube = env.client().await;
     ensure_namespace(&kube, "mcs").await;
+    // Pods of the namespace must meet the restricted Pod Security
+    // Standard; templates that would not are warned about, which fails.
+    helm.ok(
+        "kubectl",
+        &[
+            "label",
+            "namespace",
+            "mcs",
+            "pod-security.kubernetes.io/enforce=restricted",
+            "pod-security.kubernetes.io/warn=restricted",
+        ],
+        Some(kubeconfig),
+        None,
+    );
     // The CRDs of the controller chart, and the ServiceMonitor's, so that
     // the capability the charts ask for exists and the object is checked.
     let crds = chart_dir("mcs-controller").join("crds/crds.yaml");
@@ -391,8 +410,11 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
     let Some(helm) = Helm::find() else { return };
     let Some(env) = K8sEnv::start("charts-run").await else { return };
     let bins = mcs_tests::controller_binaries!();
-    let registry =
-        mcs_tests::RegistryProcess::start(&bins.registry, &["--storage", "memory"]).await;
+    // The registry as its chart runs it by default (listen addresses aside).
+    let rendered = helm.template("mcs-registry", "mcs", &[]);
+    let registry_args = pod_args(find_kind(&rendered, "Deployment"), LISTEN_FLAGS);
+    assert!(registry_args.contains(&"--storage=memory".to_owned()), "{registry_args:?}");
+    let registry = mcs_tests::RegistryProcess::start(&bins.registry, &registry_args).await;
     let kubeconfig = env.kubeconfig();
     let kube = env.client().await;
     let dir = chart_dir("mcs-controller");
@@ -423,41 +445,17 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
         .get("ctl-mcs-controller")
         .await
         .expect("the controller Deployment");
-    let pod = d.spec.template.spec.clone().expect("pod spec");
-    let container = pod.containers.first().expect("a container");
-    // Substituted: the metrics port (the pod's own network is this
-    // machine's here), nothing else.
-    let args: Vec<String> = container
-        .args
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| {
-            if a.starts_with("--metrics-listen=") {
-                "--metrics-listen=127.0.0.1:0".to_owned()
-            } else {
-                a
-            }
-        })
-        .collect();
-    let envs: Vec<(String, String)> = container
-        .env
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| {
-            let field = e.value_from.and_then(|v| v.field_ref).map(|f| f.field_path);
-            let value = match field.as_deref() {
-                Some("metadata.name") => "ctl-mcs-controller-0".to_owned(),
-                Some("metadata.namespace") => "mcs-system".to_owned(),
-                Some(other) => panic!("unexpected fieldRef {other}"),
-                None => e.value.unwrap_or_default(),
-            };
-            (e.name, value)
-        })
-        .collect();
+    let deployment = serde_json::to_value(&d).expect("json");
+    // Substituted: the metrics address (the pod's own network is this
+    // machine's here); nothing else.
+    let mut args = pod_args(&deployment, &["--metrics-listen="]);
+    args.push("--metrics-listen=127.0.0.1:0".to_owned());
+    let envs = pod_env(&deployment, "ctl-mcs-controller-0", "mcs-system");
     assert!(envs.iter().any(|(k, v)| k == "POD_NAMESPACE" && v == "mcs-system"), "{envs:?}");
-    let account = pod.service_account_name.clone().expect("a ServiceAccount");
+    let account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .expect("a ServiceAccount")
+        .to_owned();
     // A token of the chart's ServiceAccount (it exists: the chart made it),
     // bound only by the chart's ClusterRole.
     Api::<ServiceAccount>::namespaced(kube.clone(), "mcs-system")
@@ -507,4 +505,44 @@ fn the_charts_run_what_the_dockerfile_builds() {
         .find(|s| s.lines().next().is_some_and(|l| l.ends_with(" AS mcs-controller")))
         .expect("a Dockerfile stage `AS mcs-controller`");
     assert!(stage.contains(r#"ENTRYPOINT ["/usr/local/bin/mcs-controller"]"#), "{stage}");
+}
+
+#[tokio::test]
+async fn the_registry_as_its_chart_deploys_it_migrates_and_serves_its_dynamodb_table() {
+    let Some(helm) = Helm::find() else { return };
+    let Some(endpoint) = mcs_tests::dynamodb_endpoint() else { return };
+    let bins = mcs_tests::binaries!();
+    let table = mcs_tests::unique_table("chart");
+    let values = [
+        "storage=dynamodb".to_owned(),
+        format!("dynamodb.table={table}"),
+        format!("dynamodb.region={}", mcs_testkit::dynamo::REGION),
+        format!("dynamodb.endpoint={endpoint}"),
+        "migrate.enabled=true".to_owned(),
+        "migrate.create=true".to_owned(),
+    ];
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let rendered = helm.template("mcs-registry", "mcs", &values);
+    // The hook Job's command, run here: it creates and migrates the table.
+    let job = find_kind(&rendered, "Job");
+    let command = job["spec"]["template"]["spec"]["containers"][0]["command"][0]
+        .as_str()
+        .expect("the Job's command");
+    assert_eq!(command, "/usr/local/bin/mcs-admin");
+    let job_args = pod_args(job, &[]);
+    let job_args: Vec<&str> = job_args.iter().map(String::as_str).collect();
+    let out = mcs_tests::run(&bins.admin, &job_args);
+    assert!(
+        out.status.success(),
+        "mcs-admin {job_args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The registry with the Deployment's flags serves the table: ready.
+    let args = pod_args(find_kind(&rendered, "Deployment"), LISTEN_FLAGS);
+    let registry = mcs_tests::RegistryProcess::start(&bins.registry, &args).await;
+    let ready = reqwest::get(format!("{}/readyz", registry.api_url())).await.expect("/readyz");
+    assert_eq!(ready.status(), 200);
+    // A second run of the hook (helm upgrade) finds nothing to do.
+    let again = mcs_tests::run(&bins.admin, &job_args);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 }

@@ -123,7 +123,8 @@ impl Helm {
     /// `helm install --dry-run=server` of `chart` against the cluster of
     /// `kubeconfig` (so `.Capabilities` are the server's), then a
     /// server-side dry run of every object it would create, hooks
-    /// included: fields Kubernetes does not know fail. The kinds applied.
+    /// included: fields Kubernetes does not know fail, and so does any
+    /// warning of the server. The kinds applied.
     pub fn dry_run_server(
         &self,
         kubeconfig: &Path,
@@ -155,12 +156,18 @@ impl Helm {
             .iter()
             .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
             .collect();
-        self.ok(
+        let out = self.run(
             "kubectl",
             &["apply", "--server-side", "--dry-run=server", "-n", namespace, "-f", "-"],
             Some(kubeconfig),
             Some(&manifest),
         );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the server refused {chart} with {values:?}:\n{stderr}");
+        // Warnings fail too: a Pod Security Standard the namespace asks for
+        // (its `warn` label covers the pod templates of Deployments and
+        // Jobs), a deprecated API, an unknown field.
+        assert!(!stderr.contains("Warning"), "{chart} with {values:?}:\n{stderr}");
         kinds
     }
 }
@@ -276,4 +283,47 @@ pub fn expected_readme(chart: &str) -> Result<String, String> {
         .ok_or_else(|| format!("charts/{chart}/README.md lacks the marker line {README_MARKER}"))?;
     let values = std::fs::read_to_string(dir.join("values.yaml")).map_err(|e| e.to_string())?;
     Ok(format!("{head}{README_MARKER}\n\n{}", values_table(&values)?))
+}
+
+/// The first container of the pod template of `object` (a Deployment or
+/// a Job, rendered or read from the API server as JSON).
+fn first_container(object: &Value) -> &Value {
+    &object["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// The args of that container, leaving out those that start with one of
+/// `drop` (the ones a test must set itself, such as listen addresses).
+pub fn pod_args(object: &Value, drop: &[&str]) -> Vec<String> {
+    first_container(object)["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|a| !drop.iter().any(|d| a.starts_with(d)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The environment of that container as the kubelet would give it to a
+/// pod named `pod` in `namespace` (the downward API's `metadata.name` and
+/// `metadata.namespace` resolved; any other `valueFrom` panics).
+pub fn pod_env(object: &Value, pod: &str, namespace: &str) -> Vec<(String, String)> {
+    first_container(object)["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let name = e["name"].as_str().expect("env name").to_owned();
+            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("metadata.name") => pod.to_owned(),
+                Some("metadata.namespace") => namespace.to_owned(),
+                Some(other) => panic!("{name}: fieldRef {other} is not resolved here"),
+                None if e.get("valueFrom").is_some() => {
+                    panic!("{name}: valueFrom is not resolved here")
+                }
+                None => e["value"].as_str().unwrap_or_default().to_owned(),
+            };
+            (name, value)
+        })
+        .collect()
 }
