@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  Deployment (label app.kubernetes.io/name=N) ─▶ LocalPod::read
-//!    args, env (values; fieldRef namespace, name), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
+//!    args, env (charts::pod_args, pod_env), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
 //!  LocalPod::flags()  args, then MCS_* env as their flags (a twin is its flag's name)
 //!  without(&["--listen", …])  drops flags the test sets itself
 //! ```
@@ -23,12 +23,12 @@ pub struct LocalPod {
     pub deployment: String,
     /// The pod's ServiceAccount.
     pub service_account: String,
-    /// The container's arguments (command after its first word, then args),
-    /// mount paths rewritten.
+    /// The container's args (the image's entrypoint is the binary), mount
+    /// paths rewritten.
     pub args: Vec<String>,
-    /// The container's environment: plain values, and from a fieldRef
-    /// `metadata.namespace` and `metadata.name` (`<name>-local`); others are
-    /// left out. Mount paths rewritten.
+    /// The container's environment: values, and the downward API's
+    /// `metadata.namespace` and `metadata.name` (`<name>-local`); mount paths
+    /// rewritten.
     pub env: Vec<(String, String)>,
 }
 
@@ -77,25 +77,18 @@ impl LocalPod {
             }
             mounts.push((mount.mount_path.trim_end_matches('/').to_owned(), local));
         }
-        let command = container.command.unwrap_or_default();
-        let args = command
+        // The container's args and environment as tests/src/charts.rs reads
+        // a rendered manifest (the downward API resolved as for a pod
+        // `<name>-local`), then pointed at the local mounts.
+        let object = serde_json::to_value(&deployment).expect("the Deployment as JSON");
+        let args = crate::charts::pod_args(&object, &[])
             .into_iter()
-            .skip(1)
-            .chain(container.args.unwrap_or_default())
             .map(|a| rewrite(&mounts, &a))
             .collect();
-        let mut env = Vec::new();
-        for var in container.env.unwrap_or_default() {
-            if let Some(value) = var.value {
-                env.push((var.name, rewrite(&mounts, &value)));
-            } else if let Some(field) = var.value_from.and_then(|f| f.field_ref) {
-                match field.field_path.as_str() {
-                    "metadata.namespace" => env.push((var.name, namespace.to_owned())),
-                    "metadata.name" => env.push((var.name, format!("{name}-local"))),
-                    _ => {}
-                }
-            }
-        }
+        let env = crate::charts::pod_env(&object, &format!("{name}-local"), namespace)
+            .into_iter()
+            .map(|(k, v)| (k, rewrite(&mounts, &v)))
+            .collect();
         LocalPod {
             deployment: deployment.metadata.name.clone().unwrap_or_default(),
             service_account: pod.service_account_name.unwrap_or_else(|| "default".into()),
