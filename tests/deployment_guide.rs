@@ -276,13 +276,19 @@ async fn the_deployment_guide_runs() {
                         );
                     }
                     // The registry's pod: the rendered flags, on local ports, moto.
-                    ["start-registry", context, namespace] => {
+                    // (A third word: the guide's variable that holds the
+                    // registry's URL through its load balancer, set to the
+                    // process's.)
+                    ["start-registry", context, namespace, rest @ ..] => {
                         let cluster = clusters.get_mut(*context).expect("a cluster");
                         let dir = work.join(format!("pod-registry-{context}-{namespace}"));
                         let pod =
                             LocalPod::read(&cluster.kube, namespace, "mcs-registry", &dir).await;
-                        cluster.registry =
-                            Some(start_registry(&bins.registry, &pod, &endpoint).await);
+                        let (process, url) = start_registry(&bins.registry, &pod, &endpoint).await;
+                        if let Some(variable) = rest.first() {
+                            session.export(variable, &url);
+                        }
+                        cluster.registry = Some((process, url));
                     }
                     // The controller's pod: the rendered flags, its
                     // ServiceAccount's token, the registry of its cluster.
@@ -399,6 +405,13 @@ impl Session {
         log.push_str(&text);
         std::fs::write(self.state.join("output"), log).expect("output");
         if output.status.success() { Ok(()) } else { Err(format!("{text}({})", output.status)) }
+    }
+
+    /// Sets `name` to `value` in the session, as a block's `export` would.
+    fn export(&self, name: &str, value: &str) {
+        let mut env = std::fs::read_to_string(self.state.join("env")).expect("env");
+        env.push_str(&format!("export {name}='{value}'\n"));
+        std::fs::write(self.state.join("env"), env).expect("env");
     }
 
     /// Everything the blocks printed.
