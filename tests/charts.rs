@@ -8,16 +8,18 @@
 //! a local process with the Deployment's own flags and environment.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
 use mcs_tests::charts::{
-    Helm, README_MARKER, chart_dir, expected_readme, find_kind, pod_args, pod_env,
+    Helm, README_MARKER, chart_dir, expected_readme, find_kind, materialize_mounts, pod_args,
+    pod_env, substitute_mounts,
 };
 use mcs_tests::controller::ControllerProcess;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The registry's flags a local process sets itself (`mcs_testkit::process::Launch`).
@@ -545,4 +547,157 @@ async fn the_registry_as_its_chart_deploys_it_migrates_and_serves_its_dynamodb_t
     // A second run of the hook (helm upgrade) finds nothing to do.
     let again = mcs_tests::run(&bins.admin, &job_args);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// Creates Secret `name` in `namespace` with `files` (`kubernetes.io/tls`
+/// when it holds `tls.crt`).
+async fn create_secret(kube: &kube::Client, namespace: &str, name: &str, files: &[(&str, &str)]) {
+    let mut secret = Secret::default();
+    secret.metadata.name = Some(name.to_owned());
+    if files.iter().any(|(k, _)| *k == "tls.crt") {
+        secret.type_ = Some("kubernetes.io/tls".to_owned());
+    }
+    secret.string_data =
+        Some(files.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+    Api::<Secret>::namespaced(kube.clone(), namespace)
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {namespace}/{name}: {e}"));
+}
+
+#[tokio::test]
+async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_charts_registry() {
+    let Some(helm) = Helm::find() else { return };
+    let Some(env) = K8sEnv::start("charts-mtls").await else { return };
+    let bins = mcs_tests::controller_binaries!();
+    let kubeconfig = env.kubeconfig();
+    let kube = env.client().await;
+    let files = mcs_testkit::pki::Dir::new("charts-mtls");
+
+    // One CA: the registry's serving certificate (with ca.crt in its
+    // Secret, as cert-manager writes it) and cluster east's client
+    // certificate with its SPIFFE ID.
+    let ca = mcs_testkit::pki::Ca::new("mcs-ca");
+    let server = ca.server("mcs-registry");
+    let client = ca.client(&["spiffe://example.org/cluster/east"], None);
+    ensure_namespace(&kube, "mcs").await;
+    ensure_namespace(&kube, "mcs-system").await;
+    let ca_pem = ca.pem();
+    create_secret(
+        &kube,
+        "mcs",
+        "mcs-registry-tls",
+        &[("tls.crt", &server.cert_pem), ("tls.key", &server.key_pem), ("ca.crt", &ca_pem)],
+    )
+    .await;
+    create_secret(
+        &kube,
+        "mcs-system",
+        "mcs-controller-east",
+        &[("tls.crt", &client.cert_pem), ("tls.key", &client.key_pem)],
+    )
+    .await;
+    let mut map = ConfigMap::default();
+    map.metadata.name = Some("mcs-registry-ca".to_owned());
+    map.data = Some([("ca.crt".to_owned(), ca_pem.clone())].into());
+    Api::<ConfigMap>::namespaced(kube.clone(), "mcs-system")
+        .create(&Default::default(), &map)
+        .await
+        .expect("ConfigMap");
+
+    // The registry chart: TLS, client CA from the same Secret, spiffe.
+    let dir = chart_dir("mcs-registry");
+    helm.ok(
+        "helm",
+        &[
+            "install",
+            "reg",
+            dir.to_str().expect("utf-8"),
+            "-n",
+            "mcs",
+            "--set",
+            "tls.secretName=mcs-registry-tls",
+            "--set",
+            "tls.clientCa.secretName=mcs-registry-tls",
+            "--set",
+            "authz.mode=spiffe",
+            "--set",
+            "authz.spiffeTrustDomain=example.org",
+        ],
+        Some(kubeconfig),
+        None,
+    );
+    let d = Api::<Deployment>::namespaced(kube.clone(), "mcs")
+        .get("reg-mcs-registry")
+        .await
+        .expect("the registry Deployment");
+    let deployment = serde_json::to_value(&d).expect("json");
+    let mounts = materialize_mounts(&kube, "mcs", &deployment, &files.path("registry")).await;
+    let args = substitute_mounts(&pod_args(&deployment, LISTEN_FLAGS), &mounts);
+    assert!(args.iter().any(|a| a.starts_with("--tls-client-ca-cert-path=") && !a.contains("=/tls-client-ca/")), "{args:?}");
+    // Listening (its readiness is polled over plain HTTP, which its API port no longer speaks).
+    let registry = mcs_tests::RegistryProcess::start_listening(&bins.registry, &args).await;
+    let port = registry.api_url().rsplit(':').next().expect("a port").to_owned();
+    let url = format!("https://localhost:{port}");
+
+    // The controller chart: https, the CA from the ConfigMap, the client
+    // certificate from the Secret.
+    let dir = chart_dir("mcs-controller");
+    helm.ok(
+        "helm",
+        &[
+            "install",
+            "ctl",
+            dir.to_str().expect("utf-8"),
+            "-n",
+            "mcs-system",
+            "--set",
+            &format!("registryUrl={url}"),
+            "--set",
+            "registryTlsCa.configMapName=mcs-registry-ca",
+            "--set",
+            "registryClientCert.secretName=mcs-controller-east",
+            "--set",
+            "clusterId=east",
+        ],
+        Some(kubeconfig),
+        None,
+    );
+    let d = Api::<Deployment>::namespaced(kube.clone(), "mcs-system")
+        .get("ctl-mcs-controller")
+        .await
+        .expect("the controller Deployment");
+    let deployment = serde_json::to_value(&d).expect("json");
+    let mounts =
+        materialize_mounts(&kube, "mcs-system", &deployment, &files.path("controller")).await;
+    let mut args = substitute_mounts(&pod_args(&deployment, &["--metrics-listen="]), &mounts);
+    args.push("--metrics-listen=127.0.0.1:0".to_owned());
+    let envs = pod_env(&deployment, "ctl-mcs-controller-0", "mcs-system");
+    let sa_kubeconfig = env.service_account_kubeconfig("mcs-system", "ctl-mcs-controller").await;
+    let controller =
+        ControllerProcess::start_with_args(&bins.controller, &sa_kubeconfig, &args, &envs).await;
+
+    // An admin caller lists the clusters over mTLS: east is registered.
+    let admin = ca.client(&["spiffe://example.org/admin/test"], None);
+    let mut config = mcs_client::ClientConfig::new(url);
+    config.tls = Some(mcs_client::TlsFiles {
+        ca_bundle: PathBuf::from(files.write("ca.crt", &ca_pem)),
+        client_identity: Some((
+            PathBuf::from(files.write("admin.crt", &admin.cert_pem)),
+            PathBuf::from(files.write("admin.key", &admin.key_pem)),
+        )),
+    });
+    let registry_client = mcs_client::Client::new(config).expect("a client");
+    mcs_testkit::eventually(
+        Duration::from_secs(30),
+        "cluster east registered over mTLS",
+        async || {
+            registry_client
+                .clusters()
+                .await
+                .is_ok_and(|l| l.clusters.iter().any(|c| c.cluster_id.as_str() == "east"))
+        },
+    )
+    .await;
+    drop(controller);
 }

@@ -327,3 +327,65 @@ pub fn pod_env(object: &Value, pod: &str, namespace: &str) -> Vec<(String, Strin
         })
         .collect()
 }
+
+/// Writes the Secret and ConfigMap volumes that the first container of
+/// `object` mounts (read from the API server in `namespace`, as the
+/// kubelet would) under `dir`, one file per key, and returns each mount
+/// path with its local directory: what [`substitute_mounts`] needs to run
+/// the container's command on this machine.
+pub async fn materialize_mounts(
+    kube: &kube::Client,
+    namespace: &str,
+    object: &Value,
+    dir: &Path,
+) -> Vec<(String, PathBuf)> {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let pod = &object["spec"]["template"]["spec"];
+    let mut mounts = Vec::new();
+    for mount in first_container(object)["volumeMounts"].as_array().into_iter().flatten() {
+        let name = mount["name"].as_str().expect("a mount's volume");
+        let path = mount["mountPath"].as_str().expect("a mount path");
+        let volume = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("volume {name} of mount {path}"));
+        let files: Vec<(String, Vec<u8>)> = if let Some(secret) =
+            volume["secret"]["secretName"].as_str()
+        {
+            let secret = kube::Api::<Secret>::namespaced(kube.clone(), namespace)
+                .get(secret)
+                .await
+                .unwrap_or_else(|e| panic!("Secret {namespace}/{secret}: {e}"));
+            secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect()
+        } else if let Some(map) = volume["configMap"]["name"].as_str() {
+            let map = kube::Api::<ConfigMap>::namespaced(kube.clone(), namespace)
+                .get(map)
+                .await
+                .unwrap_or_else(|e| panic!("ConfigMap {namespace}/{map}: {e}"));
+            map.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.into_bytes())).collect()
+        } else {
+            panic!("volume {name}: only Secret and ConfigMap volumes are materialized: {volume}");
+        };
+        let local = dir.join(name);
+        std::fs::create_dir_all(&local).expect("a mount directory");
+        for (key, bytes) in files {
+            std::fs::write(local.join(key), bytes).expect("a mounted file");
+        }
+        mounts.push((path.to_owned(), local));
+    }
+    mounts
+}
+
+/// `args` with every path under a mount path of `mounts` moved to its
+/// local directory.
+pub fn substitute_mounts(args: &[String], mounts: &[(String, PathBuf)]) -> Vec<String> {
+    args.iter()
+        .map(|arg| {
+            mounts.iter().fold(arg.clone(), |arg, (path, local)| {
+                arg.replace(&format!("={path}/"), &format!("={}/", local.display()))
+            })
+        })
+        .collect()
+}

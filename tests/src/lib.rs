@@ -1,7 +1,9 @@
 //! Support for the cross-crate tests of mcs-registry (this crate's tests
-//! are `compose.rs`, `admin_matches_api.rs` and `docs_links.rs` beside its
-//! manifest): the workspace binaries, the DynamoDB endpoint of the tests,
-//! and a running `mcs-registry` process.
+//! are `compose.rs`, `admin_matches_api.rs`, `docs_links.rs`,
+//! `controller.rs`, `charts.rs` … beside its manifest): the workspace
+//! binaries, the DynamoDB endpoint of the tests, a running `mcs-registry`
+//! process, the controller's clusterset (`controller`) and the Helm
+//! charts' tools and rendering (`charts`).
 //!
 //! ```text
 //!  binaries!() ─► CARGO_BIN_EXE_mcs-{registry,admin}-for-tests: both binaries,
