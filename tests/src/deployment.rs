@@ -6,15 +6,16 @@
 //!
 //! ```text
 //!  Deployment (label app.kubernetes.io/name=N) ─▶ LocalPod::read
-//!    args, env (charts::pod_args, pod_env), mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/…
+//!    args, env, mounts of Secrets/ConfigMaps ─▶ DIR/<volume>/… (charts::pod_args,
+//!    pod_env, materialize_mounts, substitute_mounts: one reading of a pod)
 //!  LocalPod::flags()  args, then MCS_* env as their flags (a twin is its flag's name)
 //!  without(&["--listen", …])  drops flags the test sets itself
 //! ```
 
+use crate::charts;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A Deployment's first container, ready to run here.
 #[derive(Debug, Clone)]
@@ -24,18 +25,18 @@ pub struct LocalPod {
     /// The pod's ServiceAccount.
     pub service_account: String,
     /// The container's args (the image's entrypoint is the binary), mount
-    /// paths rewritten.
+    /// paths pointed at their local directories.
     pub args: Vec<String>,
     /// The container's environment: values, and the downward API's
-    /// `metadata.namespace` and `metadata.name` (`<name>-local`); mount paths
-    /// rewritten.
+    /// `metadata.namespace` and `metadata.name` (`<name>-local`).
     pub env: Vec<(String, String)>,
 }
 
 impl LocalPod {
     /// Reads the Deployment labelled `app.kubernetes.io/name=<name>` in
     /// `namespace`, and writes what its container mounts from Secrets and
-    /// ConfigMaps under `dir`.
+    /// ConfigMaps under `dir` (tests/src/charts.rs reads the container and
+    /// its mounts; the downward API is resolved for a pod `<name>-local`).
     pub async fn read(kube: &kube::Client, namespace: &str, name: &str, dir: &Path) -> Self {
         let deployments: Api<Deployment> = Api::namespaced(kube.clone(), namespace);
         let list = deployments
@@ -45,55 +46,16 @@ impl LocalPod {
         let deployment = list.items.into_iter().next().unwrap_or_else(|| {
             panic!("no Deployment app.kubernetes.io/name={name} in {namespace}")
         });
-        let pod = deployment.spec.template.spec.clone().expect("a pod template");
-        let container = pod.containers.first().expect("a container").clone();
-        let mut mounts: Vec<(String, PathBuf)> = Vec::new();
-        for mount in container.volume_mounts.iter().flatten() {
-            let Some(volume) = pod.volumes.iter().flatten().find(|v| v.name == mount.name).cloned()
-            else {
-                continue;
-            };
-            let local = dir.join(&mount.name);
-            std::fs::create_dir_all(&local).expect("a mount directory");
-            let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-            if let Some(secret) = volume.secret {
-                let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
-                let name = secret.secret_name.expect("secretName");
-                let found =
-                    secrets.get(&name).await.unwrap_or_else(|e| panic!("Secret {name}: {e}"));
-                let data = found.data.unwrap_or_default();
-                files.extend(pick(data.into_iter().map(|(k, v)| (k, v.0)), secret.items));
-            } else if let Some(map) = volume.config_map {
-                let maps: Api<ConfigMap> = Api::namespaced(kube.clone(), namespace);
-                let found = maps
-                    .get(&map.name)
-                    .await
-                    .unwrap_or_else(|e| panic!("ConfigMap {}: {e}", map.name));
-                let data = found.data.unwrap_or_default();
-                files.extend(pick(data.into_iter().map(|(k, v)| (k, v.into_bytes())), map.items));
-            }
-            for (path, bytes) in files {
-                std::fs::write(local.join(path), bytes).expect("a mounted file");
-            }
-            mounts.push((mount.mount_path.trim_end_matches('/').to_owned(), local));
-        }
-        // The container's args and environment as tests/src/charts.rs reads
-        // a rendered manifest (the downward API resolved as for a pod
-        // `<name>-local`), then pointed at the local mounts.
         let object = serde_json::to_value(&deployment).expect("the Deployment as JSON");
-        let args = crate::charts::pod_args(&object, &[])
-            .into_iter()
-            .map(|a| rewrite(&mounts, &a))
-            .collect();
-        let env = crate::charts::pod_env(&object, &format!("{name}-local"), namespace)
-            .into_iter()
-            .map(|(k, v)| (k, rewrite(&mounts, &v)))
-            .collect();
+        let mounts = charts::materialize_mounts(kube, namespace, &object, dir).await;
         LocalPod {
             deployment: deployment.metadata.name.clone().unwrap_or_default(),
-            service_account: pod.service_account_name.unwrap_or_else(|| "default".into()),
-            args,
-            env,
+            service_account: object["spec"]["template"]["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap_or("default")
+                .to_owned(),
+            args: charts::substitute_mounts(&charts::pod_args(&object, &[]), &mounts),
+            env: charts::pod_env(&object, &format!("{name}-local"), namespace),
         }
     }
 
@@ -150,33 +112,6 @@ pub fn flag_value<'a>(flags: &'a [String], name: &str) -> Option<&'a str> {
         }
     }
     None
-}
-
-/// `value` with each mount path pointed at its local directory.
-fn rewrite(mounts: &[(String, PathBuf)], value: &str) -> String {
-    let mut value = value.to_owned();
-    for (path, local) in mounts {
-        value = value.replace(&format!("{path}/"), &format!("{}/", local.display()));
-    }
-    value
-}
-
-/// The files of a Secret or ConfigMap volume: every key, or the `items`
-/// chosen (key to path).
-fn pick(
-    data: impl Iterator<Item = (String, Vec<u8>)>,
-    items: Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>,
-) -> Vec<(String, Vec<u8>)> {
-    let data: Vec<_> = data.collect();
-    match items {
-        None => data,
-        Some(items) => items
-            .into_iter()
-            .filter_map(|item| {
-                data.iter().find(|(k, _)| *k == item.key).map(|(_, v)| (item.path, v.clone()))
-            })
-            .collect(),
-    }
 }
 
 #[cfg(test)]
