@@ -10,10 +10,13 @@
 //!                 built by the same cargo test as the test itself
 //!  RegistryProcess::start ─► the registry on free loopback ports, ready
 //!                             (mcs-testkit's, re-exported)
+//!  deployment::LocalPod   ─► a chart's Deployment as installed, to run as a
+//!                             local process (deployment_guide.rs)
 //! ```
 
 pub mod charts;
 pub mod controller;
+pub mod deployment;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
