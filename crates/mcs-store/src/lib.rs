@@ -46,6 +46,18 @@ pub enum PutOutcome {
     },
 }
 
+/// One stored lease end, as the `lease_ends` index of DynamoDB holds it
+/// (docs/design.md §3): which record, at which version, leased until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseEnd {
+    /// The record's key.
+    pub key: Key,
+    /// The version whose lease this is.
+    pub version: Version,
+    /// When the lease ends, epoch milliseconds.
+    pub lease_until_ms: u64,
+}
+
 /// A backend of the registry.
 ///
 /// Implementations must apply [`mcs_core::decide`] atomically per key: of
@@ -67,4 +79,23 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Every record whose `changed_at_ms` is above `since_ms`.
     async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError>;
+
+    /// The lease ends stored in `from_ms..=to_ms`, one per stored item (a
+    /// store with one item per key and origin may return several of one
+    /// key). Records without a lease (exports) are never returned.
+    ///
+    /// The default reads everything, which is correct for a store held in
+    /// memory; a store whose reads cost per item answers from an index
+    /// (DynamoDB: `lease_ends`, docs/design.md §3).
+    async fn read_lease_ends(&self, from_ms: u64, to_ms: u64) -> Result<Vec<LeaseEnd>, StoreError> {
+        Ok(self
+            .read_all()
+            .await?
+            .into_iter()
+            .filter_map(|r| {
+                let until = r.lease_until_ms.filter(|u| (from_ms..=to_ms).contains(u))?;
+                Some(LeaseEnd { key: r.key, version: r.version, lease_until_ms: until })
+            })
+            .collect())
+    }
 }

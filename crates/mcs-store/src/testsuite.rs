@@ -9,9 +9,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
 
-use crate::{MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size};
-use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool};
-use mcs_core::{Body, Record, Version};
+use crate::{LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size};
+use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool, pool_key};
+use mcs_core::{Body, Key, Record, Version};
 use std::sync::Arc;
 
 /// Expands to the conformance suite for the store built by `$make`; with
@@ -35,6 +35,7 @@ macro_rules! store_conformance_suite {
             owner_fencing_until_the_lease_expires,
             a_withdrawal_fences_its_incarnation_in_storage,
             changed_since_returns_exactly_the_later_writes,
+            lease_ends_are_exactly_the_stored_leases_in_the_window,
             an_item_over_the_size_limit_is_refused_naming_its_field,
         );
     };
@@ -213,6 +214,41 @@ pub async fn changed_since_returns_exactly_the_later_writes(store: Arc<dyn Store
         let want: Vec<u64> = (1..=6).map(|i| i * 1_000).filter(|t| *t > watermark).collect();
         assert_eq!(got, want, "watermark {watermark}");
     }
+}
+
+/// `read_lease_ends(from, to)` returns the stored lease ends in
+/// `from..=to`, with their versions: a renewal moves a lease out of the
+/// window it was in, and records without a lease (exports) never appear.
+pub async fn lease_ends_are_exactly_the_stored_leases_in_the_window(store: Arc<dyn Store>) {
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for (i, name) in names.iter().enumerate() {
+        let until = 10_000 * (i as u64 + 1);
+        store.put(&at(mk_pool(name, 7, "w", None, Some(until)), 1_000), 1_000).await.unwrap();
+    }
+    store.put(&export_of(1), 1_000).await.unwrap();
+    let window = async |from, to| {
+        let mut got: Vec<LeaseEnd> = store.read_lease_ends(from, to).await.unwrap();
+        got.sort_by_key(|e| e.lease_until_ms);
+        got
+    };
+    let ends = |got: &[LeaseEnd]| got.iter().map(|e| e.lease_until_ms).collect::<Vec<_>>();
+    assert_eq!(ends(&window(0, u64::MAX).await), (1..=6).map(|i| i * 10_000).collect::<Vec<_>>());
+    assert_eq!(ends(&window(20_000, 40_000).await), vec![20_000, 30_000, 40_000], "inclusive");
+    assert_eq!(ends(&window(41_000, 49_999).await), Vec::<u64>::new());
+    let first = window(10_000, 10_000).await;
+    assert_eq!(
+        first,
+        vec![LeaseEnd {
+            key: Key::Pool { pool_id: pool_key("a").id() },
+            version: Version::new(7, "w"),
+            lease_until_ms: 10_000,
+        }]
+    );
+    // A renewal (same version, later lease end) leaves the window.
+    let renewed = at(mk_pool("a", 7, "w", None, Some(70_000)), 1_000);
+    assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(ends(&window(0, 15_000).await), Vec::<u64>::new());
+    assert_eq!(ends(&window(65_000, 75_000).await), vec![70_000]);
 }
 
 /// An export of `n` copies of one endpoint.

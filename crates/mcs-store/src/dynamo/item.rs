@@ -51,6 +51,9 @@ pub(crate) const PAYLOAD_VERSION_ATTR: &str = "payload_version";
 /// The global secondary index of changes: partition `shard`, sort
 /// `changed_at_ms`.
 pub(crate) const CHANGES_INDEX: &str = "changes";
+/// The sparse index of lease ends: partition `shard`, sort `lease_until_ms`,
+/// projecting the keys, `gen` and `writer` (migration 0002).
+pub(crate) const LEASE_ENDS_INDEX: &str = "lease_ends";
 
 /// The schema item's partition and sort key, and its version attribute.
 pub(crate) const META_PK: &str = "META";
@@ -281,6 +284,17 @@ pub(crate) fn meta_compatible_from(item: &Item) -> Result<Option<u32>, String> {
     opt_u64(item, META_COMPATIBLE_FROM)?
         .map(|v| u32::try_from(v).map_err(|_| format!("compatible_from {v} out of range")))
         .transpose()
+}
+
+/// Reads an item of the `lease_ends` index (keys, `gen`, `writer`,
+/// `lease_until_ms`) back into the lease end it projects.
+pub(crate) fn decode_lease_end(item: &Item) -> Result<crate::LeaseEnd, String> {
+    let key = parse_key(s(item, PK)?, s(item, SK)?)?;
+    Ok(crate::LeaseEnd {
+        key,
+        version: Version::new(u64_of(item, GEN)?, s(item, WRITER)?),
+        lease_until_ms: u64_of(item, LEASE_UNTIL_MS)?,
+    })
 }
 
 /// Reads `item` back into the record it stores.

@@ -6,7 +6,8 @@
 //! ```text
 //!  DescribeTable ─► META version (none: 0) ─► newer than SCHEMA_VERSION? refuse
 //!        ├─► for each migration above it: apply its steps idempotently
-//!        │   (CreateTable + wait for ACTIVE, UpdateTimeToLive), then record
+//!        │   (CreateTable + wait for ACTIVE, UpdateTable creating an index,
+//!        │   UpdateTimeToLive), then record
 //!        │   its version and compatible_from in META (conditional: never lowered)
 //!        └─► repair drift from what the migrations declare: the stream
 //!            (UpdateTable), each index (UpdateTable, create), TTL
@@ -34,11 +35,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::info;
 
 /// The schema version this binary reads and writes: the last migration's.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The migration files, in order.
-const FILES: &[(&str, &str)] =
-    &[("0001_create_table.json", include_str!("../../../../migrations/0001_create_table.json"))];
+const FILES: &[(&str, &str)] = &[
+    ("0001_create_table.json", include_str!("../../../../migrations/0001_create_table.json")),
+    (
+        "0002_lease_ends_index.json",
+        include_str!("../../../../migrations/0002_lease_ends_index.json"),
+    ),
+];
 
 /// How long a new table may take to become ACTIVE.
 const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
@@ -346,6 +352,11 @@ enum Step {
         billing_mode: BillingMode,
         stream_specification: Option<StreamSpecification>,
     },
+    /// An UpdateTable creating each of `indexes` that the table lacks.
+    CreateIndexes {
+        attribute_definitions: Vec<AttributeDefinition>,
+        indexes: Vec<GlobalSecondaryIndex>,
+    },
     UpdateTimeToLive(TimeToLiveSpecification),
 }
 
@@ -387,6 +398,23 @@ impl Step {
                 };
                 wait_active(client, target).await?;
                 Ok(action.to_owned())
+            }
+            Step::CreateIndexes { attribute_definitions, indexes } => {
+                let Some(table) = describe(client, target).await? else {
+                    return Err(StoreError::Schema(format!("{target}: the table does not exist")));
+                };
+                let mut actions = Vec::new();
+                for index in indexes {
+                    let name = index.index_name();
+                    if table.global_secondary_indexes().iter().any(|g| g.index_name() == Some(name))
+                    {
+                        actions.push(format!("index {name} already existed"));
+                        continue;
+                    }
+                    repair::create_index(client, target, attribute_definitions, index).await?;
+                    actions.push(format!("created index {name}"));
+                }
+                Ok(actions.join("; "))
             }
             Step::UpdateTimeToLive(spec) => Ok(set_ttl(client, target, spec).await?.0),
         }

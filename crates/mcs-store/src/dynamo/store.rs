@@ -4,9 +4,11 @@
 //! multi-item reads (logged and counted), never fatal to them.
 
 use super::errors::Target;
-use super::item::{self, CHANGED_AT_MS, CHANGES_INDEX, Item, SHARD, SHARDS};
+use super::item::{
+    self, CHANGED_AT_MS, CHANGES_INDEX, Item, LEASE_ENDS_INDEX, LEASE_UNTIL_MS, SHARD, SHARDS,
+};
 use super::{CAPACITY, DynamoStore, condition, errors, record_request_metrics};
-use crate::{PutOutcome, Store, StoreError};
+use crate::{LeaseEnd, PutOutcome, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -259,6 +261,16 @@ impl Store for DynamoStore {
         }
         collect(shards).await
     }
+
+    /// One Query per shard of the `lease_ends` index (docs/design.md §3).
+    async fn read_lease_ends(&self, from_ms: u64, to_ms: u64) -> Result<Vec<LeaseEnd>, StoreError> {
+        let mut shards = JoinSet::new();
+        for shard in 0..SHARDS {
+            let window = (from_ms, to_ms);
+            shards.spawn(query_lease_ends(self.client.clone(), self.target.clone(), shard, window));
+        }
+        collect(shards).await
+    }
 }
 
 /// Gathers the results of parallel reads; the first failure fails the read
@@ -315,6 +327,53 @@ async fn scan_segment<T>(
         kept.extend(items.into_iter().filter_map(keep));
     }
     Ok(kept)
+}
+
+/// The lease ends of one shard in `from_ms..=to_ms`; an item this binary
+/// cannot read is skipped and counted, as by `readable`.
+async fn query_lease_ends(
+    client: Client,
+    target: Arc<Target>,
+    shard: u32,
+    (from_ms, to_ms): (u64, u64),
+) -> Result<Vec<LeaseEnd>, StoreError> {
+    const OP: &str = "query_lease_ends";
+    let mut pages = client
+        .query()
+        .table_name(&target.table)
+        .index_name(LEASE_ENDS_INDEX)
+        .key_condition_expression("#shard = :shard AND #until BETWEEN :from AND :to")
+        .expression_attribute_names("#shard", SHARD)
+        .expression_attribute_names("#until", LEASE_UNTIL_MS)
+        .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
+        .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(to_ms.to_string()))
+        .return_consumed_capacity(CAPACITY)
+        .into_paginator()
+        .send();
+    let mut ends = Vec::new();
+    loop {
+        let started = Instant::now();
+        let Some(page) = pages.next().await else {
+            break;
+        };
+        let page = page.map_err(|e| {
+            record_request_metrics(OP, started, "error");
+            errors::from_sdk(OP, &target, e)
+        })?;
+        record_request_metrics(OP, started, "ok");
+        record_reads(OP, page.consumed_capacity());
+        for found in page.items.unwrap_or_default() {
+            match item::decode_lease_end(&found) {
+                Ok(end) => ends.push(end),
+                Err(e) => {
+                    warn!(error = %e, "skipping a lease end this binary cannot read");
+                    crate::metrics::skipped("undecodable");
+                }
+            }
+        }
+    }
+    Ok(ends)
 }
 
 /// Every readable record of one shard changed after `since_ms`.

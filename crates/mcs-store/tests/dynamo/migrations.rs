@@ -17,11 +17,12 @@ async fn migrate_creates_once_then_has_nothing_to_do() {
     let first = migrate(&client, &table).await.unwrap();
     assert_eq!(first.from_version, None);
     assert_eq!(first.to_version, SCHEMA_VERSION);
-    assert_eq!(first.applied.len(), 1);
+    assert_eq!(first.applied.len(), 2);
     assert_eq!(
         first.applied[0].actions,
         vec!["created table".to_owned(), "enabled ttl on ttl".to_owned()]
     );
+    assert_eq!(first.applied[1].actions, vec!["created index lease_ends".to_owned()]);
 
     let second = migrate(&client, &table).await.unwrap();
     assert!(second.is_up_to_date(), "{second}");
@@ -121,6 +122,8 @@ async fn migrate_repairs_ttl_stream_and_index_drift() {
             "enabled stream with NEW_AND_OLD_IMAGES".to_owned(),
             "creating index changes (DynamoDB backfills it; doctor reports it ACTIVE when done)"
                 .to_owned(),
+            "creating index lease_ends (DynamoDB backfills it; doctor reports it ACTIVE when done)"
+                .to_owned(),
             "enabled ttl on ttl".to_owned(),
         ]
     );
@@ -132,6 +135,7 @@ async fn migrate_repairs_ttl_stream_and_index_drift() {
         Some(&StreamViewType::NewAndOldImages)
     );
     store.read_changed_since(0).await.unwrap();
+    store.read_lease_ends(0, u64::MAX).await.unwrap();
     let again = store.migrate().await.unwrap();
     assert!(again.is_up_to_date(), "{again}");
 }

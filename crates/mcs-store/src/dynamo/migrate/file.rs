@@ -27,7 +27,23 @@ pub(super) struct Migration {
 #[serde(deny_unknown_fields)]
 pub(super) enum Step {
     CreateTable(CreateTable),
+    UpdateTable(UpdateTable),
     UpdateTimeToLive(UpdateTimeToLive),
+}
+
+/// An UpdateTable that creates global secondary indexes (the only update
+/// a migration has needed so far).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+pub(super) struct UpdateTable {
+    attribute_definitions: Vec<Attribute>,
+    global_secondary_index_updates: Vec<IndexUpdate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct IndexUpdate {
+    create: Index,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,52 +122,58 @@ fn key_schema(elements: Vec<KeyElement>) -> Result<Vec<KeySchemaElement>, String
         .collect()
 }
 
+fn attribute_definitions(attributes: Vec<Attribute>) -> Result<Vec<AttributeDefinition>, String> {
+    attributes
+        .into_iter()
+        .map(|a| {
+            build(
+                "AttributeDefinitions",
+                AttributeDefinition::builder()
+                    .attribute_name(a.attribute_name)
+                    .attribute_type(parse(
+                        "AttributeType",
+                        &a.attribute_type,
+                        ScalarAttributeType::try_parse,
+                    )?)
+                    .build(),
+            )
+        })
+        .collect()
+}
+
+fn indexes(indexes: Vec<Index>) -> Result<Vec<GlobalSecondaryIndex>, String> {
+    indexes
+        .into_iter()
+        .map(|g| {
+            let projection = Projection::builder()
+                .projection_type(parse(
+                    "ProjectionType",
+                    &g.projection.projection_type,
+                    ProjectionType::try_parse,
+                )?)
+                .set_non_key_attributes(
+                    Some(g.projection.non_key_attributes).filter(|a| !a.is_empty()),
+                )
+                .build();
+            build(
+                "GlobalSecondaryIndexes",
+                GlobalSecondaryIndex::builder()
+                    .index_name(g.index_name)
+                    .set_key_schema(Some(key_schema(g.key_schema)?))
+                    .projection(projection)
+                    .build(),
+            )
+        })
+        .collect()
+}
+
 impl Step {
     pub(super) fn into_sdk(self) -> Result<super::Step, String> {
         match self {
             Step::CreateTable(t) => Ok(super::Step::CreateTable {
-                attribute_definitions: t
-                    .attribute_definitions
-                    .into_iter()
-                    .map(|a| {
-                        build(
-                            "AttributeDefinitions",
-                            AttributeDefinition::builder()
-                                .attribute_name(a.attribute_name)
-                                .attribute_type(parse(
-                                    "AttributeType",
-                                    &a.attribute_type,
-                                    ScalarAttributeType::try_parse,
-                                )?)
-                                .build(),
-                        )
-                    })
-                    .collect::<Result<_, _>>()?,
+                attribute_definitions: attribute_definitions(t.attribute_definitions)?,
                 key_schema: key_schema(t.key_schema)?,
-                global_secondary_indexes: t
-                    .global_secondary_indexes
-                    .into_iter()
-                    .map(|g| {
-                        let projection = Projection::builder()
-                            .projection_type(parse(
-                                "ProjectionType",
-                                &g.projection.projection_type,
-                                ProjectionType::try_parse,
-                            )?)
-                            .set_non_key_attributes(
-                                Some(g.projection.non_key_attributes).filter(|a| !a.is_empty()),
-                            )
-                            .build();
-                        build(
-                            "GlobalSecondaryIndexes",
-                            GlobalSecondaryIndex::builder()
-                                .index_name(g.index_name)
-                                .set_key_schema(Some(key_schema(g.key_schema)?))
-                                .projection(projection)
-                                .build(),
-                        )
-                    })
-                    .collect::<Result<_, _>>()?,
+                global_secondary_indexes: indexes(t.global_secondary_indexes)?,
                 billing_mode: parse("BillingMode", &t.billing_mode, BillingMode::try_parse)?,
                 stream_specification: t
                     .stream_specification
@@ -169,6 +191,12 @@ impl Step {
                         )
                     })
                     .transpose()?,
+            }),
+            Step::UpdateTable(u) => Ok(super::Step::CreateIndexes {
+                attribute_definitions: attribute_definitions(u.attribute_definitions)?,
+                indexes: indexes(
+                    u.global_secondary_index_updates.into_iter().map(|g| g.create).collect(),
+                )?,
             }),
             Step::UpdateTimeToLive(u) => Ok(super::Step::UpdateTimeToLive(build(
                 "TimeToLiveSpecification",

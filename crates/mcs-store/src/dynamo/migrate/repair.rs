@@ -28,6 +28,18 @@ impl Declared {
                     declared.indexes = global_secondary_indexes.clone();
                     declared.stream = stream_specification.clone();
                 }
+                Step::CreateIndexes { attribute_definitions, indexes } => {
+                    for a in attribute_definitions {
+                        if !declared
+                            .attribute_definitions
+                            .iter()
+                            .any(|d| d.attribute_name() == a.attribute_name())
+                        {
+                            declared.attribute_definitions.push(a.clone());
+                        }
+                    }
+                    declared.indexes.extend(indexes.iter().cloned());
+                }
                 Step::UpdateTimeToLive(spec) => declared.ttl = Some(spec.clone()),
             }
         }
@@ -113,7 +125,7 @@ async fn repair_stream(
 }
 
 /// Creates the missing global secondary index `index` (on-demand table).
-async fn create_index(
+pub(super) async fn create_index(
     client: &Client,
     target: &Target,
     attributes: &[AttributeDefinition],

@@ -18,6 +18,18 @@ fn embedded_migrations_parse_and_end_at_schema_version() {
     assert!(
         matches!(&all[0].steps[1], Step::UpdateTimeToLive(t) if t.attribute_name() == item::TTL)
     );
+    // 0002: the lease_ends index, additive (binaries of 0001 never query it).
+    assert!(all[1].additive);
+    let Step::CreateIndexes { indexes, attribute_definitions } = &all[1].steps[0] else {
+        panic!("0002 creates an index");
+    };
+    assert_eq!(indexes[0].index_name(), item::LEASE_ENDS_INDEX);
+    let keys: Vec<&str> =
+        indexes[0].key_schema().iter().map(KeySchemaElement::attribute_name).collect();
+    assert_eq!(keys, [item::SHARD, item::LEASE_UNTIL_MS]);
+    let projected = indexes[0].projection().unwrap().non_key_attributes();
+    assert_eq!(projected, [item::GEN, item::WRITER]);
+    assert!(attribute_definitions.iter().any(|a| a.attribute_name() == item::LEASE_UNTIL_MS));
 }
 
 /// The embedded migrations, then synthetic ones: `(additive, ttl on?)`
@@ -91,7 +103,11 @@ fn a_binary_accepts_a_table_one_additive_migration_ahead() {
 #[test]
 fn the_declared_state_is_what_the_migrations_leave() {
     let declared = Declared::of(&migrations().unwrap());
-    assert_eq!(declared.indexes[0].index_name(), item::CHANGES_INDEX);
+    let names: Vec<&str> = declared.indexes.iter().map(GlobalSecondaryIndex::index_name).collect();
+    assert_eq!(names, [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX]);
+    let attributes: Vec<&str> =
+        declared.attribute_definitions.iter().map(AttributeDefinition::attribute_name).collect();
+    assert_eq!(attributes, ["pk", "sk", "shard", "changed_at_ms", "lease_until_ms"]);
     assert_eq!(
         declared.stream.as_ref().unwrap().stream_view_type(),
         Some(&StreamViewType::NewAndOldImages)
@@ -129,6 +145,53 @@ async fn an_additive_migration_leaves_the_table_usable_by_the_version_before() {
         assert!(matches!(refused, Err(StoreError::SchemaTooNew { .. })), "{old}: {refused:?}");
     }
     assert_eq!(check_schema(stamp, n + 2, &target).unwrap(), n + 2);
+}
+
+/// Against moto: a table of version 1 holding items written by a binary
+/// of version 1 is brought to version 2 by `migrate`; the new index holds
+/// the old items (backfilled), a binary of version 1 still accepts the
+/// table and its writes (renewals) keep the index current, and a second
+/// run has nothing to do (docs/operations.md, N-1/N).
+#[tokio::test]
+async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
+    use crate::{DynamoConfig, DynamoStore, PutOutcome, Store};
+    use mcs_core::fixtures::mk_pool;
+    use mcs_testkit::dynamo;
+    let Some(endpoint) = crate::testsuite::dynamodb_endpoint() else { return };
+    let client = dynamo::client(&endpoint, dynamo::REGION);
+    let table = dynamo::unique_table("unit-0002");
+    let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
+    let all = migrations().unwrap();
+    let v1 = run(&client, &target, &all[..1]).await.unwrap();
+    assert_eq!(v1.to_version, 1);
+    let sdk = dynamo::sdk_config(Some(&endpoint), dynamo::REGION).await;
+    let store = DynamoStore::from_sdk_config(&sdk, DynamoConfig::new(&table)).unwrap();
+    let old = mk_pool("old", 5, "w", Some("w"), Some(50_000));
+    assert_eq!(store.put(&old, 1_000).await.unwrap(), PutOutcome::Applied);
+
+    let up = run(&client, &target, &all).await.unwrap();
+    assert_eq!(up.from_version, Some(1));
+    assert_eq!(up.to_version, 2);
+    assert_eq!(up.applied.len(), 1, "{up}");
+    assert_eq!(up.applied[0].actions, vec!["created index lease_ends".to_owned()]);
+    assert!(up.repaired.is_empty(), "{up}");
+    let stamp = read_schema(&client, &target).await.unwrap();
+    assert_eq!(stamp, Some(SchemaStamp { version: 2, compatible_from: 1 }));
+    assert_eq!(check_schema(stamp, 1, &target).unwrap(), 2, "a binary of 1 serves it");
+    assert_eq!(check_schema(stamp, 2, &target).unwrap(), 2);
+
+    let ends = store.read_lease_ends(0, u64::MAX).await.unwrap();
+    assert_eq!(ends.len(), 1, "the item written before the index was backfilled");
+    assert_eq!((ends[0].key.clone(), ends[0].lease_until_ms), (old.key.clone(), 50_000));
+    // What a binary of 1 writes (a renewal) keeps the index current.
+    let renewed = mk_pool("old", 5, "w", Some("w"), Some(90_000));
+    assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
+    assert!(store.read_lease_ends(0, 60_000).await.unwrap().is_empty());
+    assert_eq!(store.read_lease_ends(60_000, 90_000).await.unwrap().len(), 1);
+    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![renewed]);
+
+    let again = run(&client, &target, &all).await.unwrap();
+    assert!(again.is_up_to_date(), "{again}");
 }
 
 #[test]
