@@ -10,6 +10,8 @@
 //!  propagation     registry A ─POST─► table ◄─poll─ registry B ─watch─► bench
 //!  watch           one registry: POST ─► long-poll wakes; vs the write's 2xx
 //!  get-throughput  wrk ─► GET /v1/pools (registry) vs the same bytes (nginx)
+//!  register-throughput  POST /v1/pools (registry) vs its raw conditional
+//!                  PutItem (DynamoStore::put), same endpoint
 //!
 //! `report` is public: the controller's benchmark (tests/benches) prints with it.
 //! ```
@@ -19,6 +21,7 @@ mod get_throughput;
 mod poll_cost;
 mod propagation;
 mod records;
+mod register_throughput;
 pub mod report;
 mod view;
 mod watch;
@@ -67,6 +70,8 @@ pub enum Command {
     Watch(watch::Options),
     /// GET /v1/pools throughput vs nginx serving the same bytes (wrk).
     GetThroughput(get_throughput::Options),
+    /// POST /v1/pools throughput vs the raw conditional PutItem it issues.
+    RegisterThroughput(register_throughput::Options),
     /// Every benchmark with its defaults, one after the other.
     All,
 }
@@ -136,11 +141,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Propagation(o) => runtime.block_on(propagation::run(&env, &o)),
         Command::Watch(o) => runtime.block_on(watch::run(&env, &o)),
         Command::GetThroughput(o) => runtime.block_on(get_throughput::run(&env, &o)),
+        Command::RegisterThroughput(o) => runtime.block_on(register_throughput::run(&env, &o)),
         Command::All => {
             view::run(&view::Options::default())?;
             runtime.block_on(async {
                 watch::run(&env, &watch::Options::default()).await?;
                 get_throughput::run(&env, &get_throughput::Options::default()).await?;
+                register_throughput::run(&env, &register_throughput::Options::default()).await?;
                 propagation::run(&env, &propagation::Options::default()).await?;
                 poll_cost::run(&env, &poll_cost::Options::default()).await
             })

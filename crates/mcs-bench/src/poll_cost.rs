@@ -14,6 +14,15 @@
 //! spans), deltas again, the full scan, and finally every record
 //! heartbeating (rewritten at the same version within one heartbeat
 //! interval, as renewals are) and deltas once more.
+//!
+//! Then the design of docs/design.md §6 ("Renewals and the change feed"):
+//! every record renewed within the last heartbeat interval with its
+//! `changed_at_ms` kept, read by the poll that design makes (the `changes`
+//! index over the reader's window plus one Query per shard of `lease_ends`
+//! for the leases ending within the horizon), beside the idle poll of an
+//! unchanging table; then the same with churn on top, beside the full
+//! scan. Last, the write units of one renewal, today's and the design's,
+//! index writes included, from the item sizes on the wire.
 
 mod load;
 mod meter;
@@ -24,7 +33,7 @@ use anyhow::{Context, bail, ensure};
 use aws_sdk_dynamodb::Client;
 use clap::Parser;
 use mcs_core::{Record, Version};
-use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store};
+use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
 use mcs_testkit::dynamo::{self, unique_name};
 use mcs_testkit::metrics::MemoryRecorder;
 use meter::Meter;
@@ -50,6 +59,12 @@ pub struct Options {
     /// Heartbeat interval of the heartbeating rows (the registry's default).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_secs: u64,
+    /// Lease duration of the heartbeating rows (the registry's default).
+    #[arg(long, default_value_t = 30)]
+    pub lease_secs: u64,
+    /// The reader's skew allowance (the registry's default).
+    #[arg(long, default_value_t = 1000)]
+    pub skew_ms: u64,
     /// Conditional puts in flight while churning.
     #[arg(long, default_value_t = 8)]
     pub put_concurrency: usize,
@@ -64,8 +79,11 @@ impl Default for Options {
 const WRITER: &str = "bench-writer";
 const HOUR_MS: u64 = 3_600_000;
 
+/// The read operations the store counts.
+const READ_OPS: [&str; 3] = ["scan", "query_changes", "query_lease_ends"];
+
 /// What one read cost.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Reading {
     records: usize,
     requests: usize,
@@ -88,7 +106,7 @@ struct Bench {
 
 impl Bench {
     fn moto_units(&self) -> f64 {
-        ["scan", "query_changes"]
+        READ_OPS
             .iter()
             .map(|op| {
                 let id =
@@ -100,7 +118,7 @@ impl Bench {
 
     /// Read requests the store itself counted.
     fn store_requests(&self) -> u64 {
-        ["scan", "query_changes"]
+        READ_OPS
             .iter()
             .map(|op| {
                 self.recorder.counter(&format!(
@@ -112,9 +130,9 @@ impl Bench {
     }
 
     /// Runs one read and sizes what crossed the wire for it.
-    async fn measure<F>(&self, read: F) -> anyhow::Result<Reading>
+    async fn measure<F, T>(&self, read: F) -> anyhow::Result<Reading>
     where
-        F: Future<Output = Result<Vec<Record>, mcs_store::StoreError>>,
+        F: Future<Output = Result<Vec<T>, StoreError>>,
     {
         self.meter.take_pages();
         let moto_before = self.moto_units();
@@ -140,9 +158,33 @@ impl Bench {
         })
     }
 
+    /// The poll of docs/design.md §6 at `now`: the `changes` index over
+    /// the reader's window, then the `lease_ends` index from the lookback
+    /// to the horizon; the two readings summed.
+    async fn design_poll(&self, now: u64, since: u64) -> anyhow::Result<Reading> {
+        let changes = self.measure(self.store.read_changed_since(since)).await?;
+        let o = &self.options;
+        let horizon = (o.lease_secs * 1000)
+            .saturating_sub(o.heartbeat_secs * 1000 + o.skew_ms + o.refresh_ms);
+        let ends =
+            self.measure(self.store.read_lease_ends(now - o.lookback_ms, now + horizon)).await?;
+        Ok(Reading {
+            records: changes.records + ends.records,
+            requests: changes.requests + ends.requests,
+            items: changes.items + ends.items,
+            bytes: changes.bytes + ends.bytes,
+            units: changes.units + ends.units,
+            moto_units: changes.moto_units + ends.moto_units,
+            elapsed: changes.elapsed + ends.elapsed,
+        })
+    }
+
     /// Writes `records` fast: the store encodes each (its `put`, captured by
-    /// the meter), then BatchWriteItem stores the encoded items.
-    async fn load(&self, records: Vec<Record>) -> anyhow::Result<()> {
+    /// the meter), then BatchWriteItem stores the encoded items. Returns
+    /// the encoded items' mean size and the mean size of their `lease_ends`
+    /// index entry (keys, `gen`, `writer`, `lease_until_ms`), by DynamoDB's
+    /// rules.
+    async fn load(&self, records: Vec<Record>) -> anyhow::Result<(f64, f64)> {
         let count = records.len();
         let started = Instant::now();
         self.meter.take_captured();
@@ -152,9 +194,21 @@ impl Bench {
         encoded?;
         let items = self.meter.take_captured();
         ensure!(items.len() == count, "captured {} items of {count}", items.len());
+        const ENTRY: [&str; 6] = ["pk", "sk", "shard", "lease_until_ms", "gen", "writer"];
+        let (mut full, mut entry) = (0u64, 0u64);
+        for item in &items {
+            full += meter::item_size(item);
+            let projected: meter::JsonItem = item
+                .iter()
+                .filter(|(name, _)| ENTRY.contains(&name.as_str()))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            entry += meter::item_size(&projected);
+        }
         load::batch_write(&self.direct, &self.table, items, 4).await?;
         eprintln!("poll-cost: loaded {count} records in {:.1} s", started.elapsed().as_secs_f64());
-        Ok(())
+        let per = |total: u64| total as f64 / count.max(1) as f64;
+        Ok((per(full), per(entry)))
     }
 
     /// Conditional puts of `records` through the store, some in flight at
@@ -234,6 +288,16 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     ]);
     let mut idle_units = Vec::new();
     let mut largest = None;
+    let mut design = Vec::new();
+    let mut design_largest = None;
+    let mut renewal_rows = Table::new(&[
+        "records",
+        "item B",
+        "lease_ends entry B",
+        "WCU/renewal today",
+        "with 0002, changed_at moved",
+        "design, changed_at kept",
+    ]);
     for (stage, &n) in sizes.iter().enumerate() {
         let t = v0 + (stage as u64 + 1) * HOUR_MS;
         let loaded = generations.len();
@@ -297,9 +361,51 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         let beating = bench.measure(bench.store.read_changed_since(th - refresh)).await?;
         let beating_window = bench.measure(bench.store.read_changed_since(th - window)).await?;
 
+        // The design: every record renewed within the last heartbeat
+        // interval with its changed_at_ms kept (its content last changed
+        // before the reader's window), read by the design's poll.
+        let tk = t + HOUR_MS / 2;
+        let lease_ms = options.lease_secs * 1000;
+        let kept: Vec<Record> = (0..n)
+            .map(|i| {
+                let g = generations[i];
+                let renewed = tk - (i as u64 * heartbeat_ms / n as u64);
+                pool_record(i, 4 + g as u32, Version::new(g, WRITER), th + 1, renewed + lease_ms)
+            })
+            .collect();
+        let (item_bytes, entry_bytes) = bench.load(kept).await?;
+        let kept_idle = bench.design_poll(tk, tk - window).await?;
+        ensure!(kept_idle.records == 0, "renewals that keep changed_at were read");
+        // Then content churn on top, as in the churn above.
+        let mut churn = Vec::with_capacity(per_round * rounds);
+        for round in 0..rounds {
+            for j in 0..per_round {
+                let i = cursor % n;
+                cursor += 1;
+                generations[i] += 1;
+                let g = generations[i];
+                let changed = tk - round as u64 * refresh - (j as u64 * refresh / per_round as u64);
+                churn.push(pool_record(
+                    i,
+                    4 + g as u32,
+                    Version::new(g, WRITER),
+                    changed,
+                    changed + lease_ms,
+                ));
+            }
+        }
+        bench.load(churn).await?;
+        let kept_churned = bench.design_poll(tk, tk - refresh).await?;
+        let kept_churned_window = bench.design_poll(tk, tk - window).await?;
+        renewal_rows.row(renewal_row(n, item_bytes, entry_bytes));
+
         let churn_label = format!("delta, {}% changed per refresh", options.churn_percent);
         let beat_label = format!("delta, all heartbeating every {} s", options.heartbeat_secs);
-        let rows: [(&str, String, &Reading); 7] = [
+        let kept_label =
+            format!("design: all heartbeating every {} s, changed_at kept", options.heartbeat_secs);
+        let kept_churn_label = format!("design: that + {}% changed", options.churn_percent);
+        let lease_ends = |since: u64| format!("{} s ago + lease_ends", since as f64 / 1e3);
+        let rows: [(&str, String, &Reading); 10] = [
             ("full scan (baseline)", "-".to_owned(), &full),
             ("delta, idle", format!("{} s ago", refresh as f64 / 1e3), &idle),
             ("delta, idle", format!("{} s ago", window as f64 / 1e3), &idle_window),
@@ -307,6 +413,9 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
             (&churn_label, format!("{} s ago", window as f64 / 1e3), &churned_window),
             (&beat_label, format!("{} s ago", refresh as f64 / 1e3), &beating),
             (&beat_label, format!("{} s ago", window as f64 / 1e3), &beating_window),
+            (&kept_label, lease_ends(window), &kept_idle),
+            (&kept_churn_label, lease_ends(refresh), &kept_churned),
+            (&kept_churn_label, lease_ends(window), &kept_churned_window),
         ];
         for (reader, since, r) in rows {
             table_rows.row(vec![
@@ -327,7 +436,10 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
             full.bytes as f64 / full.items.max(1) as f64
         );
         idle_units.push((n, idle.units, idle_window.units));
+        design.push((n, kept_idle.units / idle_window.units));
         largest = Some((n, full.units, churned.units, churned_window.units));
+        design_largest =
+            Some((n, kept_churned.units / full.units, kept_churned_window.units / full.units));
     }
     table_rows.print();
     println!(
@@ -362,6 +474,48 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
             verdict(window_units / full <= 0.01),
         );
     }
+    let kept_list: Vec<String> =
+        design.iter().map(|(n, r)| format!("{n}: {}", ratio(*r))).collect();
+    println!(
+        "target: design poll, all heartbeating, at most 2x the idle poll of an unchanging table \
+         (both over the reader's window): {}: {}",
+        kept_list.join(", "),
+        verdict(design.iter().all(|(_, r)| *r <= 2.0))
+    );
+    if let Some((n, exact, window_units)) = design_largest {
+        println!(
+            "target: design poll with {}% churn at most 0.01x the full scan at {n} records: \
+             since the last poll {} ({}), with the reader's lookback {} ({})",
+            options.churn_percent,
+            ratio(exact),
+            verdict(exact <= 0.01),
+            ratio(window_units),
+            verdict(window_units <= 0.01),
+        );
+    }
+    renewal_rows.print();
+    println!(
+        "WCU per renewal of one item in one replica (each replica of a global table pays the \
+         same again), from the sizes above: the item, 1 per KB; the changes index (ALL \
+         projection) 2 entries of the item's size when changed_at_ms moves (its sort key: \
+         delete + put), 1 when only projected attributes change (lease_until_ms, ttl); the \
+         lease_ends index 2 entries (its sort key moves)."
+    );
     report::end("poll-cost");
     Ok(())
+}
+
+/// One row of the renewal cost table: items of `item_bytes`, index entries
+/// of `entry_bytes`.
+fn renewal_row(n: usize, item_bytes: f64, entry_bytes: f64) -> Vec<String> {
+    let item = (item_bytes / 1024.0).ceil().max(1.0);
+    let entry = (entry_bytes / 1024.0).ceil().max(1.0);
+    vec![
+        n.to_string(),
+        f(item_bytes, 0),
+        f(entry_bytes, 0),
+        f(3.0 * item, 0),
+        f(3.0 * item + 2.0 * entry, 0),
+        f(2.0 * item + 2.0 * entry, 0),
+    ]
 }
