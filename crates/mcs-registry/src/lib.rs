@@ -14,6 +14,7 @@ pub mod authz;
 pub mod clock;
 pub mod config;
 mod connection;
+pub mod discovery;
 pub mod http;
 pub mod live;
 pub mod metrics;
