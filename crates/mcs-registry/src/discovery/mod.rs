@@ -11,5 +11,7 @@
 //! ```
 
 pub mod derive;
+pub mod health;
+pub mod watch;
 
 pub use derive::{Derived, Rules, derive};
