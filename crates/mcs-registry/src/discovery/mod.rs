@@ -15,3 +15,12 @@ pub mod health;
 pub mod watch;
 
 pub use derive::{Derived, Rules, derive};
+
+/// What pool discovery asks of the API server, as ClusterRole rules
+/// `(API group, resource, verbs)`: read-only, lists and watches only
+/// (ServiceImports only under `--pool-discovery mcs`). docs/design.md §14;
+/// the tests run the registry under exactly these.
+pub const RBAC_RULES: [(&str, &str, &[&str]); 2] = [
+    ("discovery.k8s.io", "endpointslices", &["list", "watch"]),
+    ("multicluster.x-k8s.io", "serviceimports", &["list", "watch"]),
+];
