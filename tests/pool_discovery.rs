@@ -87,27 +87,30 @@ fn mcs_slice(
     slice(ns, name, family, labels, json!({}), eps, ports)
 }
 
-/// The same slice as Karmada imports it: `imported-east-<name>`, labelled
-/// `derived-<service>`, the cluster in the annotation when `annotated`.
+/// `mcs` as Karmada imports it: `imported-east-<name>`, labelled
+/// `derived-<service>`, the cluster in the annotation when `annotated`,
+/// `extra` annotations on the slice.
 fn karmada_slice(
-    ns: &str,
-    name: &str,
-    service: &str,
-    family: &str,
+    mut mcs: EndpointSlice,
     annotated: bool,
     extra: &BTreeMap<String, String>,
-    eps: &[(&str, &str, bool)],
-    ports: &[(&str, u16)],
 ) -> EndpointSlice {
-    let labels = json!({
-        "kubernetes.io/service-name": format!("derived-{service}"),
-        "endpointslice.kubernetes.io/managed-by": "karmada",
-    });
-    let mut annotations = json!(extra);
+    let meta = &mut mcs.metadata;
+    let service = meta.labels.as_ref().unwrap()["multicluster.kubernetes.io/service-name"].clone();
+    meta.name = Some(format!("imported-east-{}", meta.name.as_deref().unwrap()));
+    meta.labels = Some(
+        [
+            ("kubernetes.io/service-name".to_owned(), format!("derived-{service}")),
+            ("endpointslice.kubernetes.io/managed-by".to_owned(), "karmada".to_owned()),
+        ]
+        .into(),
+    );
+    let mut annotations = extra.clone();
     if annotated {
-        annotations["work.karmada.io/namespace"] = json!("karmada-es-east");
+        annotations.insert("work.karmada.io/namespace".into(), "karmada-es-east".into());
     }
-    slice(ns, &format!("imported-east-{name}"), family, labels, annotations, eps, ports)
+    meta.annotations = Some(annotations);
+    mcs
 }
 
 fn service_import(ns: &str, name: &str, annotations: BTreeMap<String, String>) -> ServiceImport {
@@ -196,42 +199,48 @@ async fn both_naming_schemes_give_the_same_pools_and_routers_and_a_slice_update_
     apply(
         &slices("llm"),
         &karmada_slice(
-            "llm",
-            "llama-pool-relay-4k2xq",
-            "llama-pool-relay",
-            "IPv4",
+            mcs_slice(
+                "llm",
+                "llama-pool-relay-4k2xq",
+                "llama-pool-relay",
+                "IPv4",
+                &relay_v4,
+                &relay_port,
+            ),
             true,
             &pool_annotations(),
-            &relay_v4,
-            &relay_port,
         ),
     )
     .await;
     apply(
         &slices("llm"),
         &karmada_slice(
-            "llm",
-            "llama-pool-relay-6m3zr",
-            "llama-pool-relay",
-            "IPv6",
+            mcs_slice(
+                "llm",
+                "llama-pool-relay-6m3zr",
+                "llama-pool-relay",
+                "IPv6",
+                &relay_v6,
+                &relay_port,
+            ),
             false,
             &none,
-            &relay_v6,
-            &relay_port,
         ),
     )
     .await;
     apply(
         &slices("gr"),
         &karmada_slice(
-            "gr",
-            "global-router-9pq1w",
-            "global-router",
-            "IPv4",
+            mcs_slice(
+                "gr",
+                "global-router-9pq1w",
+                "global-router",
+                "IPv4",
+                &routers,
+                &router_ports,
+            ),
             true,
             &none,
-            &routers,
-            &router_ports,
         ),
     )
     .await;
