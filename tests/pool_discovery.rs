@@ -371,6 +371,8 @@ async fn revoked_rbac_makes_lists_incomplete_after_the_window_and_restored_compl
         complete(false).await
     })
     .await;
+    let (_, _, ready) = get(&format!("{}/readyz", registry.api_url())).await;
+    assert_eq!(ready["pool_discovery_complete"], json!(false), "{ready}");
     let metrics = reqwest::get(format!("{}/metrics", registry.admin_url()))
         .await
         .unwrap()

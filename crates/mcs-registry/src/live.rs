@@ -265,6 +265,11 @@ impl LiveView {
         self.holding.load(Ordering::SeqCst)
     }
 
+    /// Whether pool discovery is complete (always, for registrations).
+    pub fn is_discovery_complete(&self) -> bool {
+        self.discovery_complete.load(Ordering::SeqCst)
+    }
+
     /// Whether the first full read has succeeded.
     pub fn is_ready(&self) -> bool {
         self.full_read_done.load(Ordering::SeqCst)
@@ -277,7 +282,7 @@ impl LiveView {
         self.is_ready()
             && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
             && !self.holding.load(Ordering::SeqCst)
-            && self.discovery_complete.load(Ordering::SeqCst)
+            && self.is_discovery_complete()
     }
 
     /// A receiver that sees a new value whenever any served section changes.

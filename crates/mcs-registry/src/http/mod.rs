@@ -168,6 +168,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         "status": "ready",
         "complete": view.is_complete(),
         "holding_expiries": view.is_holding(),
+        "pool_discovery_complete": view.is_discovery_complete(),
         "last_poll_age_ms": age_ms,
     }))
     .into_response()

@@ -380,6 +380,7 @@ fn readyz() -> OperationBuilder {
         ("status", Type::String),
         ("complete", Type::Boolean),
         ("holding_expiries", Type::Boolean),
+        ("pool_discovery_complete", Type::Boolean),
         ("last_poll_age_ms", Type::Integer),
     ]);
     OperationBuilder::new()

@@ -61,7 +61,11 @@ async fn discovered_pools_are_served_tagged_and_watched_like_registered_ones() {
     let view = h.registry.state.view.clone();
     let list = h.get("/v1/pools").await;
     assert_eq!(list.body["complete"], json!(false), "not before discovery's first list");
+    let ready = h.get("/readyz").await;
+    assert_eq!(ready.status, StatusCode::OK, "readiness is storage's alone");
+    assert_eq!(ready.body["pool_discovery_complete"], json!(false), "/readyz says why");
     view.set_discovery_complete(true);
+    assert_eq!(h.get("/readyz").await.body["pool_discovery_complete"], json!(true));
     let list = h.get("/v1/pools").await;
     assert_eq!(list.body["complete"], json!(true));
     let etag = list.headers["etag"].to_str().unwrap().to_owned();
