@@ -110,6 +110,9 @@ fn watch_config(labels: Option<&str>) -> watcher::Config {
 struct Store<K> {
     current: BTreeMap<(String, String), K>,
     pending: Option<BTreeMap<(String, String), K>>,
+    /// Which objects are kept (under `karmada` the label selector matches
+    /// every Service's slices; only imports are kept).
+    keep: fn(&K) -> bool,
 }
 
 /// What an event did to a [`Store`].
@@ -122,8 +125,8 @@ enum Taken {
 }
 
 impl<K: Resource> Store<K> {
-    fn new() -> Self {
-        Self { current: BTreeMap::new(), pending: None }
+    fn new(keep: fn(&K) -> bool) -> Self {
+        Self { current: BTreeMap::new(), pending: None, keep }
     }
 
     fn key(object: &K) -> (String, String) {
@@ -138,18 +141,25 @@ impl<K: Resource> Store<K> {
                 Taken::Nothing
             }
             watcher::Event::InitApply(object) => {
-                let key = Self::key(&object);
-                self.pending.get_or_insert_with(BTreeMap::new).insert(key, object);
+                if (self.keep)(&object) {
+                    let key = Self::key(&object);
+                    self.pending.get_or_insert_with(BTreeMap::new).insert(key, object);
+                }
                 Taken::Nothing
             }
             watcher::Event::InitDone => {
                 self.current = self.pending.take().unwrap_or_default();
                 Taken::Listed(self.current.len())
             }
-            watcher::Event::Apply(object) => {
+            watcher::Event::Apply(object) if (self.keep)(&object) => {
                 self.current.insert(Self::key(&object), object);
                 Taken::Changed
             }
+            // No longer one to keep (relabelled): as good as deleted.
+            watcher::Event::Apply(object) => match self.current.remove(&Self::key(&object)) {
+                Some(_) => Taken::Changed,
+                None => Taken::Nothing,
+            },
             watcher::Event::Delete(object) => {
                 self.current.remove(&Self::key(&object));
                 Taken::Changed
@@ -261,11 +271,13 @@ pub async fn run(
     let mcs = settings.mode == PoolDiscovery::Mcs;
     let selector = if mcs { derive::MCS_SERVICE_NAME } else { derive::K8S_SERVICE_NAME };
     let slices = watcher(Api::<EndpointSlice>::all(client.clone()), watch_config(Some(selector)))
+        .modify(|slice| slice.metadata.managed_fields = None)
         .default_backoff()
         .map(Input::Slice)
         .boxed();
     let imports = if mcs {
         watcher(Api::<PartialObjectMeta<ServiceImport>>::all(client), watch_config(None))
+            .modify(|import| import.metadata.managed_fields = None)
             .default_backoff()
             .map(Input::Import)
             .boxed()
@@ -282,8 +294,13 @@ pub async fn run(
             pool_service_suffix: settings.pool_service_suffix,
         },
         view,
-        slices: Store::new(),
-        imports: Store::new(),
+        slices: Store::new(match settings.mode {
+            PoolDiscovery::Karmada => {
+                |s| !matches!(derive::identify(PoolDiscovery::Karmada, s), Ok(None))
+            }
+            _ => |_| true,
+        }),
+        imports: Store::new(|_| true),
         health: Health::new(if mcs { 2 } else { 1 }, settings.error_window, settings.recovery),
         skipped: BTreeSet::new(),
         complete: None,
@@ -328,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_the_store_only_once_done_and_a_failed_one_is_dropped() {
-        let mut store = Store::new();
+        let mut store = Store::new(|_| true);
         assert_eq!(store.take(watcher::Event::Init), Taken::Nothing);
         store.take(watcher::Event::InitApply(slice("a")));
         assert!(store.current.is_empty(), "nothing served from a list under way");
@@ -356,5 +373,18 @@ mod tests {
         assert_eq!(config.page_size, None);
         assert_eq!(config.timeout, Some(WATCH_TIMEOUT_SECS));
         assert_eq!(config.label_selector.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn only_the_objects_to_keep_are_kept() {
+        let mut store = Store::new(|s: &EndpointSlice| {
+            s.metadata.name.as_deref().is_some_and(|n| n.starts_with("imported-"))
+        });
+        store.take(watcher::Event::Init);
+        store.take(watcher::Event::InitApply(slice("imported-a")));
+        store.take(watcher::Event::InitApply(slice("web-x1")));
+        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed(1));
+        assert_eq!(store.take(watcher::Event::Apply(slice("web-x2"))), Taken::Nothing);
+        assert_eq!(store.current.len(), 1);
     }
 }
