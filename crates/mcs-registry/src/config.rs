@@ -215,16 +215,16 @@ pub struct Args {
     #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// TLS and authorization (issue 9).
-    #[command(flatten)]
-    pub tls: crate::tls::TlsArgs,
-
     /// Where the served pools and routers come from: `registrations`
     /// (`POST /v1/pools`), or the EndpointSlices that a Multi-Cluster
     /// Services implementation imports into this cluster, named the
     /// standard way (`mcs`) or Karmada's (`karmada`).
     #[arg(long, env = "MCS_POOL_DISCOVERY", value_enum, default_value = "registrations")]
     pub pool_discovery: PoolDiscovery,
+
+    /// TLS and authorization (issue 9).
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
 
     /// The namespace of the Global Router's Service.
     #[arg(
@@ -739,6 +739,8 @@ mod tests {
             }
         }
         assert_eq!(headed, 6, "the discovery flags sit under their heading");
+        let mode = cmd.get_arguments().find(|a| a.get_long() == Some("pool-discovery")).unwrap();
+        assert_eq!(mode.get_help_heading(), None, "--pool-discovery is among the general options");
         let help = cmd.clone().render_long_help().to_string();
         let at = help.find(DISCOVERY_HEADING).expect("--help shows the discovery heading");
         for flag in ["--router-namespace", "--router-service", "--router-port-name"] {
