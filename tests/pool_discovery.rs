@@ -331,6 +331,26 @@ async fn both_naming_schemes_give_the_same_pools_and_routers_and_a_slice_update_
         })
         .collect();
     assert_eq!(used, granted, "the registry used exactly its read-only role");
+    // Lists from the watch cache (resourceVersion=0), unpaged; watches the
+    // server ends after 50 s.
+    let log = std::fs::read_to_string(env.audit_log()).unwrap();
+    let uris: Vec<(String, String)> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == world::registry_username())
+        .filter_map(|e| {
+            Some((e["verb"].as_str()?.to_owned(), e["requestURI"].as_str()?.to_owned()))
+        })
+        .collect();
+    for (verb, uri) in &uris {
+        match verb.as_str() {
+            "list" => {
+                assert!(uri.contains("resourceVersion=0") && !uri.contains("limit="), "{uri}")
+            }
+            "watch" => assert!(uri.contains("timeoutSeconds=50"), "{uri}"),
+            _ => panic!("{verb} {uri}"),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
