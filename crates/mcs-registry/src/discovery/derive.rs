@@ -132,21 +132,24 @@ pub fn identify(mode: PoolDiscovery, slice: &EndpointSlice) -> Result<Option<Sli
     }
 }
 
-/// An endpoint's pod (by its target reference), or, without one, the
-/// endpoint itself (its sorted addresses): what ties its addresses in
-/// IPv4 and IPv6 slices together.
+/// An endpoint's pod (by its target reference), else its hostname
+/// (imported slices carry no target reference: the pod is another
+/// cluster's), else the endpoint itself (its sorted addresses): what ties
+/// its addresses in IPv4 and IPv6 slices together.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Member {
     Pod { namespace: String, name: String },
+    Host(String),
     Addresses(Vec<IpAddr>),
 }
 
 fn member_of(endpoint: &Endpoint, addresses: &[IpAddr]) -> Member {
-    match endpoint.target_ref.as_ref() {
-        Some(r) if r.name.is_some() => Member::Pod {
+    match (endpoint.target_ref.as_ref(), endpoint.hostname.as_ref()) {
+        (Some(r), _) if r.name.is_some() => Member::Pod {
             namespace: r.namespace.clone().unwrap_or_default(),
             name: r.name.clone().unwrap_or_default(),
         },
+        (_, Some(host)) if !host.is_empty() => Member::Host(host.clone()),
         _ => {
             let mut sorted = addresses.to_vec();
             sorted.sort();
@@ -351,7 +354,7 @@ fn routers(rules: &Rules, of: &SliceOf, slices: &[&EndpointSlice], derived: &mut
             continue;
         };
         let name = match &member {
-            Member::Pod { name, .. } => name.clone(),
+            Member::Pod { name, .. } | Member::Host(name) => name.clone(),
             Member::Addresses(_) => format!("ip-{}", best.address).replace(['.', ':'], "-"),
         };
         match RouterId::new(format!("{name}.{}", of.cluster)) {

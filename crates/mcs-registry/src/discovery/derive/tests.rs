@@ -346,3 +346,27 @@ fn an_mcs_slice_takes_its_cluster_from_the_annotation_when_unlabelled() {
     slice.metadata.annotations = Some([(MCS_SOURCE_CLUSTER.to_owned(), "south".to_owned())].into());
     assert_eq!(identify(PoolDiscovery::Mcs, &slice).unwrap().unwrap().cluster, "south");
 }
+
+#[test]
+fn without_a_target_reference_the_hostname_ties_families_and_names_the_router() {
+    let mut slices = router_slices();
+    for s in &mut slices {
+        for e in s.endpoints.as_mut().unwrap() {
+            e.hostname = e.target_ref.take().and_then(|r| r.name);
+        }
+    }
+    let d = derive(&rules(PoolDiscovery::Mcs), &slices, &router_imports());
+    assert_eq!(d, derive(&rules(PoolDiscovery::Mcs), &router_slices(), &router_imports()));
+    // Neither: each endpoint on its own, named by its address.
+    for s in &mut slices {
+        for e in s.endpoints.as_mut().unwrap() {
+            e.hostname = None;
+        }
+    }
+    let d = derive(&rules(PoolDiscovery::Mcs), &slices, &router_imports());
+    let ids: Vec<&str> = d.routers.keys().map(|r| r.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["ip-10-0-5-1.east", "ip-10-0-5-2.east", "ip-fd00--5-1.east", "ip-fd00--5-3.east"]
+    );
+}
