@@ -113,6 +113,8 @@ struct Store<K> {
     /// Which objects are kept (under `karmada` the label selector matches
     /// every Service's slices; only imports are kept).
     keep: fn(&K) -> bool,
+    /// Whether a list has completed once.
+    listed: bool,
 }
 
 /// What an event did to a [`Store`].
@@ -120,13 +122,16 @@ struct Store<K> {
 enum Taken {
     Nothing,
     Changed,
-    /// A list completed, with this many objects.
-    Listed(usize),
+    /// A list completed, with this many objects; `first`: its first.
+    Listed {
+        count: usize,
+        first: bool,
+    },
 }
 
 impl<K: Resource> Store<K> {
     fn new(keep: fn(&K) -> bool) -> Self {
-        Self { current: BTreeMap::new(), pending: None, keep }
+        Self { current: BTreeMap::new(), pending: None, keep, listed: false }
     }
 
     fn key(object: &K) -> (String, String) {
@@ -149,7 +154,8 @@ impl<K: Resource> Store<K> {
             }
             watcher::Event::InitDone => {
                 self.current = self.pending.take().unwrap_or_default();
-                Taken::Listed(self.current.len())
+                let first = !std::mem::replace(&mut self.listed, true);
+                Taken::Listed { count: self.current.len(), first }
             }
             watcher::Event::Apply(object) if (self.keep)(&object) => {
                 self.current.insert(Self::key(&object), object);
@@ -203,12 +209,14 @@ impl Discovery {
         match taken {
             Taken::Nothing => {}
             Taken::Changed => self.dirty = true,
-            Taken::Listed(count) => {
+            Taken::Listed { count, first } => {
                 self.dirty = true;
                 if count == 0 {
                     tracing::warn!(resource, "pool discovery: a list found nothing");
                 }
-                self.health.listed();
+                if first {
+                    self.health.listed();
+                }
             }
         }
     }
@@ -349,7 +357,7 @@ mod tests {
         assert_eq!(store.take(watcher::Event::Init), Taken::Nothing);
         store.take(watcher::Event::InitApply(slice("a")));
         assert!(store.current.is_empty(), "nothing served from a list under way");
-        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed(1));
+        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed { count: 1, first: true });
         assert_eq!(store.take(watcher::Event::Apply(slice("b"))), Taken::Changed);
         // A relist fails halfway: its partial slices are dropped, the last
         // complete state stays.
@@ -360,7 +368,11 @@ mod tests {
         // The next relist starts afresh and replaces everything.
         store.take(watcher::Event::Init);
         store.take(watcher::Event::InitApply(slice("d")));
-        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed(1));
+        assert_eq!(
+            store.take(watcher::Event::InitDone),
+            Taken::Listed { count: 1, first: false },
+            "a relist is no first list: it does not count toward completeness again"
+        );
         assert_eq!(store.current.keys().map(|k| k.1.as_str()).collect::<Vec<_>>(), ["d"]);
         assert_eq!(store.take(watcher::Event::Delete(slice("d"))), Taken::Changed);
         assert!(store.current.is_empty());
@@ -383,8 +395,50 @@ mod tests {
         store.take(watcher::Event::Init);
         store.take(watcher::Event::InitApply(slice("imported-a")));
         store.take(watcher::Event::InitApply(slice("web-x1")));
-        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed(1));
+        assert_eq!(store.take(watcher::Event::InitDone), Taken::Listed { count: 1, first: true });
         assert_eq!(store.take(watcher::Event::Apply(slice("web-x2"))), Taken::Nothing);
         assert_eq!(store.current.len(), 1);
+    }
+
+    fn discovery(mode: PoolDiscovery) -> Discovery {
+        use clap::Parser;
+        let args = crate::config::Args::try_parse_from(["mcs-registry"]).unwrap();
+        let settings = crate::config::Settings::from_args(&args).unwrap();
+        let clock = Arc::new(crate::clock::ManualClock::new(1_000_000));
+        let view = LiveView::discovered(0, 30_000, settings.expiry_hold, clock);
+        Discovery {
+            rules: Rules {
+                mode,
+                router_namespace: "gr".into(),
+                router_service: "global-router".into(),
+                router_port_name: "http".into(),
+                pool_service_suffix: "-pool-relay".into(),
+            },
+            view: Arc::new(view),
+            slices: Store::new(|_| true),
+            imports: Store::new(|_| true),
+            health: Health::new(2, Duration::from_secs(60), Duration::from_secs(120)),
+            skipped: BTreeSet::new(),
+            complete: None,
+            dirty: false,
+        }
+    }
+
+    /// Regression: every watcher's first list counted, not any two lists
+    /// (the slices' relist after an error made discovery complete while
+    /// ServiceImports had never been listed).
+    #[test]
+    fn complete_only_once_every_watcher_listed_however_often_one_relists() {
+        let mut d = discovery(PoolDiscovery::Mcs);
+        for _ in 0..2 {
+            d.take(Input::Slice(Ok(watcher::Event::Init)));
+            d.take(Input::Slice(Ok(watcher::Event::InitDone)));
+        }
+        d.publish();
+        assert!(!d.view.is_discovery_complete(), "ServiceImports never listed");
+        d.take(Input::Import(Ok(watcher::Event::Init)));
+        d.take(Input::Import(Ok(watcher::Event::InitDone)));
+        d.publish();
+        assert!(d.view.is_discovery_complete());
     }
 }
