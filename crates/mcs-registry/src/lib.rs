@@ -1,10 +1,13 @@
-//! mcs-registry: the registry server of docs/design.md §4–§7.
+//! mcs-registry: the registry server of docs/design.md §4–§7 and §14.
 //!
 //! ```text
 //!  HTTP (http) ──► Registrar ──conditional write──► Store
 //!       │              └─apply (read-your-writes)─┐
 //!       ▼                                          ▼
 //!  LiveView ◄──── Reader (delta polls, full reads) ◄── Store
+//!     ▲
+//!     └── discovery (--pool-discovery mcs|karmada): pools and routers
+//!         from imported EndpointSlices (docs/design.md §14)
 //! ```
 //!
 //! `main.rs` parses [`config::Args`] and calls [`server::run`]; everything
