@@ -16,7 +16,6 @@ use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_testkit::eventually;
 use mcs_testkit::k8s::ensure_namespace;
 use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -114,25 +113,7 @@ fn addresses(cluster: &str, list: &[&str]) -> BTreeSet<(String, String)> {
 /// Requests of the controller's ServiceAccount in `c`'s audit log:
 /// `(verb, group, resource[/subresource], status code)`.
 fn audited(c: &Cluster) -> Vec<(String, String, String, u16)> {
-    let log = std::fs::read_to_string(c.env.audit_log()).unwrap_or_default();
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["user"]["username"] == "system:serviceaccount:mcs-system:mcs-controller")
-        .filter_map(|e| {
-            let r = &e["objectRef"];
-            let resource = r["resource"].as_str()?;
-            let resource = match r["subresource"].as_str() {
-                Some(sub) => format!("{resource}/{sub}"),
-                None => resource.to_owned(),
-            };
-            Some((
-                e["verb"].as_str()?.to_owned(),
-                r["apiGroup"].as_str().unwrap_or("").to_owned(),
-                resource,
-                u16::try_from(e["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
-            ))
-        })
-        .collect()
+    mcs_tests::controller::audited(&c.env, "system:serviceaccount:mcs-system:mcs-controller")
 }
 
 /// Writes by the controller (anything but reads and its leader Lease).

@@ -501,3 +501,105 @@ where
 {
     api.create(&PostParams::default(), object).await.unwrap_or_else(|e| panic!("creating: {e}"));
 }
+
+/// Requests of `username` (e.g. `system:serviceaccount:mcs-system:mcs-controller`)
+/// in `env`'s audit log: `(verb, group, resource[/subresource], status code)`.
+pub fn audited(env: &K8sEnv, username: &str) -> Vec<(String, String, String, u16)> {
+    let log = std::fs::read_to_string(env.audit_log()).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == username)
+        .filter_map(|e| {
+            let r = &e["objectRef"];
+            let resource = r["resource"].as_str()?;
+            let resource = match r["subresource"].as_str() {
+                Some(sub) => format!("{resource}/{sub}"),
+                None => resource.to_owned(),
+            };
+            Some((
+                e["verb"].as_str()?.to_owned(),
+                r["apiGroup"].as_str().unwrap_or("").to_owned(),
+                resource,
+                u16::try_from(e["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
+// Pool discovery (tests/pool_discovery.rs): a registry reading a cluster's
+// imported EndpointSlices under the read-only role of its RBAC_RULES.
+
+/// The ServiceAccount (in [`SYSTEM_NAMESPACE`]), ClusterRole and binding
+/// of a discovering registry.
+pub const REGISTRY_ACCOUNT: &str = "mcs-registry";
+
+/// The audit log's user name of [`REGISTRY_ACCOUNT`].
+pub fn registry_username() -> String {
+    format!("system:serviceaccount:{SYSTEM_NAMESPACE}:{REGISTRY_ACCOUNT}")
+}
+
+/// The ClusterRole of `mcs_registry::discovery::RBAC_RULES`.
+pub fn registry_cluster_role() -> ClusterRole {
+    let rules: Vec<Value> = mcs_registry::discovery::RBAC_RULES
+        .iter()
+        .map(|(group, resource, verbs)| {
+            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": REGISTRY_ACCOUNT},
+        "rules": rules,
+    }))
+    .expect("a ClusterRole")
+}
+
+/// Binds the registry's ServiceAccount to its ClusterRole (again).
+pub async fn bind_registry_role(kube: &kube::Client) {
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": REGISTRY_ACCOUNT},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REGISTRY_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": REGISTRY_ACCOUNT, "namespace": SYSTEM_NAMESPACE}],
+    }))
+    .expect("a ClusterRoleBinding");
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &binding).await;
+}
+
+/// Revokes the registry's role (deletes its binding).
+pub async fn unbind_registry_role(kube: &kube::Client) {
+    Api::<ClusterRoleBinding>::all(kube.clone())
+        .delete(REGISTRY_ACCOUNT, &Default::default())
+        .await
+        .expect("deleting the registry's ClusterRoleBinding");
+}
+
+/// The registry's read-only role, bound to its ServiceAccount, and that
+/// account's kubeconfig.
+pub async fn install_registry_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
+    apply(&Api::<ClusterRole>::all(kube.clone()), &registry_cluster_role()).await;
+    let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, REGISTRY_ACCOUNT).await;
+    bind_registry_role(kube).await;
+    kubeconfig
+}
+
+/// A registry (embedded storage) discovering pools in `mode` from the
+/// cluster of `kubeconfig` (router Service `gr/global-router`, port
+/// `http`), with `extra` flags.
+pub async fn start_discovering_registry(
+    bin: &Path,
+    kubeconfig: &Path,
+    mode: &str,
+    extra: &[&str],
+) -> RegistryProcess {
+    mcs_testkit::process::Launch::new(bin)
+        .env("KUBECONFIG", kubeconfig)
+        .args(["--pool-discovery", mode])
+        .args(["--router-namespace", "gr", "--router-service", "global-router"])
+        .args(["--router-port-name", "http"])
+        .args(extra)
+        .echo_warnings()
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
