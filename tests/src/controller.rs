@@ -12,9 +12,9 @@
 //! ```
 
 use crate::RegistryProcess;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -245,41 +245,24 @@ pub async fn install_crds(kube: &kube::Client) {
 /// and that account's kubeconfig.
 pub async fn install_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
     ensure_namespace(kube, SYSTEM_NAMESPACE).await;
-    let roles: Api<ClusterRole> = Api::all(kube.clone());
     let role = mcs_controller::rbac::cluster_role(mcs_controller::rbac::NAME);
-    roles
-        .patch(
-            mcs_controller::rbac::NAME,
-            &PatchParams::apply("mcs-tests").force(),
-            &Patch::Apply(&role),
-        )
-        .await
-        .expect("ClusterRole");
+    apply(&Api::<ClusterRole>::all(kube.clone()), &role).await;
     let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcs-controller").await;
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some("mcs-controller".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: mcs_controller::rbac::NAME.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "mcs-controller".into(),
-            namespace: Some(SYSTEM_NAMESPACE.into()),
-            ..Default::default()
-        }]),
-    };
-    let bindings: Api<ClusterRoleBinding> = Api::all(kube.clone());
-    bindings
-        .patch("mcs-controller", &PatchParams::apply("mcs-tests").force(), &Patch::Apply(&binding))
-        .await
-        .expect("ClusterRoleBinding");
-    let _ = Api::<ServiceAccount>::namespaced(kube.clone(), SYSTEM_NAMESPACE);
+    bind_cluster_role(kube, mcs_controller::rbac::NAME, "mcs-controller").await;
     kubeconfig
+}
+
+/// Binds ClusterRole `role` to ServiceAccount `account` of
+/// [`SYSTEM_NAMESPACE`] (a binding named after the role).
+pub async fn bind_cluster_role(kube: &kube::Client, role: &str, account: &str) {
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": SYSTEM_NAMESPACE}],
+    }))
+    .expect("a ClusterRoleBinding");
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &binding).await;
 }
 
 /// A running `mcs-controller`, killed when dropped.
@@ -540,30 +523,12 @@ pub fn registry_username() -> String {
 
 /// The ClusterRole of `mcs_registry::discovery::RBAC_RULES`.
 pub fn registry_cluster_role() -> ClusterRole {
-    let rules: Vec<Value> = mcs_registry::discovery::RBAC_RULES
-        .iter()
-        .map(|(group, resource, verbs)| {
-            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs})
-        })
-        .collect();
-    serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": REGISTRY_ACCOUNT},
-        "rules": rules,
-    }))
-    .expect("a ClusterRole")
+    mcs_controller::rbac::cluster_role_of(REGISTRY_ACCOUNT, &mcs_registry::discovery::RBAC_RULES)
 }
 
 /// Binds the registry's ServiceAccount to its ClusterRole (again).
 pub async fn bind_registry_role(kube: &kube::Client) {
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": REGISTRY_ACCOUNT},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REGISTRY_ACCOUNT},
-        "subjects": [{"kind": "ServiceAccount", "name": REGISTRY_ACCOUNT, "namespace": SYSTEM_NAMESPACE}],
-    }))
-    .expect("a ClusterRoleBinding");
-    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &binding).await;
+    bind_cluster_role(kube, REGISTRY_ACCOUNT, REGISTRY_ACCOUNT).await;
 }
 
 /// Revokes the registry's role (deletes its binding).
