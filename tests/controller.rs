@@ -297,20 +297,11 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     // Every series the controllers export is documented.
     let doc =
         std::fs::read_to_string(mcs_tests::workspace_root().join("docs/configuration.md")).unwrap();
-    let section =
-        &doc[doc.find("## mcs-controller metrics").expect("a controller metrics section")..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    let documented: BTreeSet<&str> =
-        section.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    let documented = mcs_testkit::metrics::documented_names(&doc, "## mcs-controller metrics");
     for c in [east, west] {
         let text = c.controllers[0].metrics().await;
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-            let name = line.split(['{', ' ']).next().unwrap();
-            let base = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s))
-                .unwrap_or(name);
-            assert!(documented.contains(base), "{base} is not in docs/configuration.md");
+        for base in mcs_testkit::metrics::exported_names(&text) {
+            assert!(documented.contains(&base), "{base} is not in docs/configuration.md");
         }
     }
 }
