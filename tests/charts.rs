@@ -88,6 +88,35 @@ fn the_controller_charts_cluster_role_grants_exactly_the_controllers_rules() {
 }
 
 #[test]
+fn the_registry_charts_discovery_role_grants_what_pool_discovery_reads() {
+    let Some(helm) = Helm::find() else { return };
+    let mode_values = |mode: &str| {
+        vec![
+            format!("poolDiscovery.mode={mode}"),
+            "poolDiscovery.routerNamespace=router".to_owned(),
+            "poolDiscovery.routerService=router".to_owned(),
+            "poolDiscovery.routerPortName=http".to_owned(),
+        ]
+    };
+    for (mode, resources) in
+        [("mcs", vec!["endpointslices", "serviceimports"]), ("karmada", vec!["endpointslices"])]
+    {
+        let values = mode_values(mode);
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let docs = helm.template("mcs-registry", "mcs", &values);
+        let role: ClusterRole =
+            serde_json::from_value(find_kind(&docs, "ClusterRole").clone()).expect("a ClusterRole");
+        let granted: Vec<_> = mcs_registry::discovery::RBAC_RULES
+            .iter()
+            .filter(|(_, resource, _)| resources.contains(resource))
+            .copied()
+            .collect();
+        let want = mcs_controller::rbac::cluster_role_of("x", &granted).rules;
+        assert_eq!(role.rules, want, "{mode}: the chart's rbac.yaml against discovery::RBAC_RULES");
+    }
+}
+
+#[test]
 fn the_chart_readmes_are_generated_from_their_values() {
     let update = std::env::var("UPDATE_CHART_READMES").is_ok_and(|v| v == "1");
     for chart in ["mcs-registry", "mcs-controller"] {

@@ -16,7 +16,6 @@ use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_testkit::eventually;
 use mcs_testkit::k8s::ensure_namespace;
 use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -114,25 +113,7 @@ fn addresses(cluster: &str, list: &[&str]) -> BTreeSet<(String, String)> {
 /// Requests of the controller's ServiceAccount in `c`'s audit log:
 /// `(verb, group, resource[/subresource], status code)`.
 fn audited(c: &Cluster) -> Vec<(String, String, String, u16)> {
-    let log = std::fs::read_to_string(c.env.audit_log()).unwrap_or_default();
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["user"]["username"] == "system:serviceaccount:mcs-system:mcs-controller")
-        .filter_map(|e| {
-            let r = &e["objectRef"];
-            let resource = r["resource"].as_str()?;
-            let resource = match r["subresource"].as_str() {
-                Some(sub) => format!("{resource}/{sub}"),
-                None => resource.to_owned(),
-            };
-            Some((
-                e["verb"].as_str()?.to_owned(),
-                r["apiGroup"].as_str().unwrap_or("").to_owned(),
-                resource,
-                u16::try_from(e["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
-            ))
-        })
-        .collect()
+    mcs_tests::controller::audited(&c.env, "system:serviceaccount:mcs-system:mcs-controller")
 }
 
 /// Writes by the controller (anything but reads and its leader Lease).
@@ -316,20 +297,11 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     // Every series the controllers export is documented.
     let doc =
         std::fs::read_to_string(mcs_tests::workspace_root().join("docs/configuration.md")).unwrap();
-    let section =
-        &doc[doc.find("## mcs-controller metrics").expect("a controller metrics section")..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    let documented: BTreeSet<&str> =
-        section.lines().filter_map(|l| l.strip_prefix("| `")?.split('`').next()).collect();
+    let documented = mcs_testkit::metrics::documented_names(&doc, "## mcs-controller metrics");
     for c in [east, west] {
         let text = c.controllers[0].metrics().await;
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
-            let name = line.split(['{', ' ']).next().unwrap();
-            let base = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s))
-                .unwrap_or(name);
-            assert!(documented.contains(base), "{base} is not in docs/configuration.md");
+        for base in mcs_testkit::metrics::exported_names(&text) {
+            assert!(documented.contains(&base), "{base} is not in docs/configuration.md");
         }
     }
 }

@@ -12,9 +12,9 @@
 //! ```
 
 use crate::RegistryProcess;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -245,41 +245,24 @@ pub async fn install_crds(kube: &kube::Client) {
 /// and that account's kubeconfig.
 pub async fn install_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
     ensure_namespace(kube, SYSTEM_NAMESPACE).await;
-    let roles: Api<ClusterRole> = Api::all(kube.clone());
     let role = mcs_controller::rbac::cluster_role(mcs_controller::rbac::NAME);
-    roles
-        .patch(
-            mcs_controller::rbac::NAME,
-            &PatchParams::apply("mcs-tests").force(),
-            &Patch::Apply(&role),
-        )
-        .await
-        .expect("ClusterRole");
+    apply(&Api::<ClusterRole>::all(kube.clone()), &role).await;
     let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcs-controller").await;
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some("mcs-controller".into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: mcs_controller::rbac::NAME.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "mcs-controller".into(),
-            namespace: Some(SYSTEM_NAMESPACE.into()),
-            ..Default::default()
-        }]),
-    };
-    let bindings: Api<ClusterRoleBinding> = Api::all(kube.clone());
-    bindings
-        .patch("mcs-controller", &PatchParams::apply("mcs-tests").force(), &Patch::Apply(&binding))
-        .await
-        .expect("ClusterRoleBinding");
-    let _ = Api::<ServiceAccount>::namespaced(kube.clone(), SYSTEM_NAMESPACE);
+    bind_cluster_role(kube, mcs_controller::rbac::NAME, "mcs-controller").await;
     kubeconfig
+}
+
+/// Binds ClusterRole `role` to ServiceAccount `account` of
+/// [`SYSTEM_NAMESPACE`] (a binding named after the role).
+pub async fn bind_cluster_role(kube: &kube::Client, role: &str, account: &str) {
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": SYSTEM_NAMESPACE}],
+    }))
+    .expect("a ClusterRoleBinding");
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &binding).await;
 }
 
 /// A running `mcs-controller`, killed when dropped.
@@ -500,4 +483,88 @@ where
     K: kube::Resource + serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug,
 {
     api.create(&PostParams::default(), object).await.unwrap_or_else(|e| panic!("creating: {e}"));
+}
+
+/// Requests of `username` (e.g. `system:serviceaccount:mcs-system:mcs-controller`)
+/// in `env`'s audit log: `(verb, group, resource[/subresource], status code)`.
+pub fn audited(env: &K8sEnv, username: &str) -> Vec<(String, String, String, u16)> {
+    let log = std::fs::read_to_string(env.audit_log()).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["user"]["username"] == username)
+        .filter_map(|e| {
+            let r = &e["objectRef"];
+            let resource = r["resource"].as_str()?;
+            let resource = match r["subresource"].as_str() {
+                Some(sub) => format!("{resource}/{sub}"),
+                None => resource.to_owned(),
+            };
+            Some((
+                e["verb"].as_str()?.to_owned(),
+                r["apiGroup"].as_str().unwrap_or("").to_owned(),
+                resource,
+                u16::try_from(e["responseStatus"]["code"].as_u64().unwrap_or(0)).unwrap_or(0),
+            ))
+        })
+        .collect()
+}
+
+// Pool discovery (tests/pool_discovery.rs): a registry reading a cluster's
+// imported EndpointSlices under the read-only role of its RBAC_RULES.
+
+/// The ServiceAccount (in [`SYSTEM_NAMESPACE`]), ClusterRole and binding
+/// of a discovering registry.
+pub const REGISTRY_ACCOUNT: &str = "mcs-registry";
+
+/// The audit log's user name of [`REGISTRY_ACCOUNT`].
+pub fn registry_username() -> String {
+    format!("system:serviceaccount:{SYSTEM_NAMESPACE}:{REGISTRY_ACCOUNT}")
+}
+
+/// The ClusterRole of `mcs_registry::discovery::RBAC_RULES`.
+pub fn registry_cluster_role() -> ClusterRole {
+    mcs_controller::rbac::cluster_role_of(REGISTRY_ACCOUNT, &mcs_registry::discovery::RBAC_RULES)
+}
+
+/// Binds the registry's ServiceAccount to its ClusterRole (again).
+pub async fn bind_registry_role(kube: &kube::Client) {
+    bind_cluster_role(kube, REGISTRY_ACCOUNT, REGISTRY_ACCOUNT).await;
+}
+
+/// Revokes the registry's role (deletes its binding).
+pub async fn unbind_registry_role(kube: &kube::Client) {
+    Api::<ClusterRoleBinding>::all(kube.clone())
+        .delete(REGISTRY_ACCOUNT, &Default::default())
+        .await
+        .expect("deleting the registry's ClusterRoleBinding");
+}
+
+/// The registry's read-only role, bound to its ServiceAccount, and that
+/// account's kubeconfig.
+pub async fn install_registry_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
+    apply(&Api::<ClusterRole>::all(kube.clone()), &registry_cluster_role()).await;
+    let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, REGISTRY_ACCOUNT).await;
+    bind_registry_role(kube).await;
+    kubeconfig
+}
+
+/// A registry (embedded storage) discovering pools in `mode` from the
+/// cluster of `kubeconfig` (router Service `gr/global-router`, port
+/// `http`), with `extra` flags.
+pub async fn start_discovering_registry(
+    bin: &Path,
+    kubeconfig: &Path,
+    mode: &str,
+    extra: &[&str],
+) -> RegistryProcess {
+    mcs_testkit::process::Launch::new(bin)
+        .env("KUBECONFIG", kubeconfig)
+        .args(["--pool-discovery", mode])
+        .args(["--router-namespace", "gr", "--router-service", "global-router"])
+        .args(["--router-port-name", "http"])
+        .args(extra)
+        .echo_warnings()
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }

@@ -28,6 +28,9 @@ pub enum ErrorCode {
     Unavailable,
     /// `500`: a fault of the registry itself.
     Internal,
+    /// `501`: this registry does not take this request (pool and router
+    /// registrations while it discovers them from Kubernetes).
+    NotImplemented,
     /// Any code this version does not know yet.
     #[serde(other)]
     Unknown,

@@ -245,6 +245,12 @@ impl Validate for ExportSpec {
             if port.port == 0 {
                 return Err(FieldError::new(format!("ports[{i}].port"), "port must be 1 to 65535"));
             }
+            if port.target_port == Some(0) {
+                return Err(FieldError::new(
+                    format!("ports[{i}].target_port"),
+                    "target_port must be 1 to 65535",
+                ));
+            }
             if port.name.is_empty() {
                 if self.ports.len() > 1 {
                     return Err(FieldError::new(
@@ -532,6 +538,7 @@ mod tests {
         }
         let validate_cases = [
             (bad("\"port\": 80", "\"port\": 0"), "ports[0].port"),
+            (bad("\"port\": 80", "\"port\": 80, \"target_port\": 0"), "ports[0].target_port"),
             (bad(r#""name": "grpc""#, r#""name": "http""#), "ports[1].name"),
             (bad(r#""name": "grpc""#, r#""name": """#), "ports[1].name"),
             (bad(r#""name": "http""#, r#""name": "HTTP_1""#), "ports[0].name"),

@@ -126,6 +126,14 @@ async fn transport_errors_are_retried_until_the_deadline() {
     let mut config = ClientConfig::new(format!("http://127.0.0.1:{port}"));
     config.allow_insecure_http = true;
     config.retry_deadline = Duration::from_millis(500);
+    // Delays drawn from [100, 200] ms: two of them always fit in the
+    // deadline, so giving up takes at least 200 ms. (With the default
+    // policy the first two could be 50 + 100 ms and the third too long to
+    // fit: a give-up at 150 ms was seen, and the bound below failed.)
+    config.backoff = mcs_client::Backoff {
+        initial: Duration::from_millis(200),
+        max: Duration::from_millis(200),
+    };
     let c = Client::new(config).unwrap();
     let started = Instant::now();
     let error = c.pools().await.unwrap_err();

@@ -152,10 +152,14 @@ impl RunArgs {
             mcs_api::Label::new(id.as_str()).map_err(|e| format!("--cluster-id: {e}"))?;
         }
         let selector = (!self.no_auto_export).then(|| self.auto_export_selector.clone());
-        if selector.as_deref().is_some_and(|s| s.trim().is_empty()) {
-            return Err(
-                "--auto-export-selector is empty: pass --no-auto-export to turn it off".into()
-            );
+        if let Some(text) = &selector {
+            if text.trim().is_empty() {
+                return Err(
+                    "--auto-export-selector is empty: pass --no-auto-export to turn it off".into(),
+                );
+            }
+            crate::autoexport::parse_selector(text)
+                .map_err(|e| format!("--auto-export-selector: {e}"))?;
         }
         Ok(Config {
             registry,

@@ -69,6 +69,7 @@ impl Election {
                 Ok(Some(incarnation)) => {
                     tracing::info!(lease = %self.name, identity = %self.identity, %incarnation, "became leader");
                     metrics::gauge!(crate::metrics::LEADER).set(1.0);
+                    crate::health::saw_api_server();
                     let lost = CancellationToken::new();
                     let stop = CancellationToken::new();
                     let renewer =
@@ -83,6 +84,7 @@ impl Election {
                     }));
                 }
                 Ok(None) => {
+                    crate::health::saw_api_server();
                     if !std::mem::replace(&mut announced, true) {
                         tracing::info!(lease = %self.name, "waiting to become leader");
                     }
@@ -91,7 +93,6 @@ impl Election {
                     tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying")
                 }
             }
-            crate::health::saw_api_server();
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(None),
                 _ = tokio::time::sleep(self.retry_period()) => {}

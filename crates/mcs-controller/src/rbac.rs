@@ -37,10 +37,17 @@ pub const RULES: &[(&str, &str, &[&str])] = &[
 
 /// The ClusterRole named `name` granting [`RULES`].
 pub fn cluster_role(name: &str) -> ClusterRole {
+    cluster_role_of(name, RULES)
+}
+
+/// The ClusterRole named `name` granting `rules`, each `(API group,
+/// resource, verbs)`: a rule per resource, in the order given (also the
+/// registry's discovery role, `mcs_registry::discovery::RBAC_RULES`).
+pub fn cluster_role_of(name: &str, rules: &[(&str, &str, &[&str])]) -> ClusterRole {
     let mut role = ClusterRole::default();
     role.metadata.name = Some(name.to_owned());
     role.rules = Some(
-        RULES
+        rules
             .iter()
             .map(|(group, resource, verbs)| PolicyRule {
                 api_groups: Some(vec![(*group).to_owned()]),

@@ -43,7 +43,7 @@ pub async fn hold(
         }
     };
     tracing::info!(cluster = %cluster_id, lease_secs = handle.lease().duration_secs, "cluster registered");
-    registered(&registrations, true);
+    registered(&registrations);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -59,7 +59,7 @@ pub async fn hold(
                 }
                 Some(LeaseEvent::Regained { .. }) => {
                     tracing::info!(cluster = %cluster_id, "cluster lease regained; exports are sent again");
-                    registered(&registrations, true);
+                    registered(&registrations);
                 }
                 None => break,
             },
@@ -69,8 +69,8 @@ pub async fn hold(
     drop(handle);
 }
 
-fn registered(registrations: &watch::Sender<u64>, yes: bool) {
+fn registered(registrations: &watch::Sender<u64>) {
     metrics::counter!(CLUSTER_REGISTRATIONS).increment(1);
-    crate::health::set_leading(true, yes);
+    crate::health::set_leading(true, true);
     registrations.send_modify(|n| *n += 1);
 }

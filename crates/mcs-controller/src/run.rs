@@ -64,11 +64,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tasks.spawn(crate::export::run(ctx.clone(), term.clone()));
     tasks.spawn(crate::import::run(ctx, term.clone()));
     let result = tokio::select! {
-        _ = leadership.lost.cancelled() => Err(anyhow::anyhow!("leadership lost")),
+        // A shutdown ends the tasks too (their token is a child of it): the
+        // signal must win that race, or a graceful stop would exit 1.
+        biased;
         _ = cancel.cancelled() => Ok(()),
+        _ = leadership.lost.cancelled() => Err(anyhow::anyhow!("leadership lost")),
         done = tasks.join_next() => match done {
             Some(Ok(Err(e))) => Err(e),
             Some(Err(e)) => Err(anyhow::anyhow!("a controller task failed: {e}")),
+            _ if cancel.is_cancelled() => Ok(()),
             _ => Err(anyhow::anyhow!("a controller task ended")),
         },
     };

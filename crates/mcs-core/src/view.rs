@@ -31,6 +31,23 @@ pub struct Resync {
     pub dropped: usize,
 }
 
+/// Makes `section` serve exactly `items`; returns whether it changed.
+fn replace_section<K: Ord + Clone, V: serde::Serialize + PartialEq>(
+    section: &mut Section<K, V>,
+    items: BTreeMap<K, V>,
+) -> bool {
+    let gone: Vec<K> =
+        section.digests().map(|(k, _)| k).filter(|k| !items.contains_key(*k)).cloned().collect();
+    let mut changed = false;
+    for key in gone {
+        changed |= section.remove(&key);
+    }
+    for (key, value) in items {
+        changed |= section.upsert(key, value);
+    }
+    changed
+}
+
 /// The merged state of one reader and what it serves.
 #[derive(Debug)]
 pub struct View {
@@ -58,6 +75,10 @@ pub struct View {
     clusters: Section<Label, Cluster>,
     exports: Section<ExportKey, Export>,
     imports: Section<ServiceName, ServiceImport>,
+    /// Pools and routers are discovered from Kubernetes (docs/design.md
+    /// §14) and set by [`View::replace_discovered`]; their records, if
+    /// storage holds any, are not served.
+    discovered: bool,
 }
 
 impl View {
@@ -79,7 +100,35 @@ impl View {
             clusters: Section::new(SectionKind::Clusters.name()),
             exports: Section::new(SectionKind::Exports.name()),
             imports: Section::new(SectionKind::Imports.name()),
+            discovered: false,
         }
+    }
+
+    /// An empty view whose `pools` and `routers` are discovered from
+    /// Kubernetes (docs/design.md §14): set by [`View::replace_discovered`],
+    /// never from records.
+    pub fn discovered(skew_ms: u64) -> Self {
+        Self { discovered: true, ..Self::new(skew_ms) }
+    }
+
+    /// Whether `pools` and `routers` are discovered rather than registered.
+    pub fn is_discovered(&self) -> bool {
+        self.discovered
+    }
+
+    /// Replaces the served pools and routers of a discovered view with
+    /// `pools` and `routers` (an item equal to the served one changes
+    /// nothing, so fingerprints move only with content). Returns whether
+    /// anything served changed; a view of registrations is left alone.
+    pub fn replace_discovered(
+        &mut self,
+        pools: BTreeMap<PoolId, Pool>,
+        routers: BTreeMap<RouterId, RouterReplica>,
+    ) -> bool {
+        if !self.discovered {
+            return false;
+        }
+        replace_section(&mut self.pools, pools) | replace_section(&mut self.routers, routers)
     }
 
     /// Merges one record read or written at `now_ms`. Returns whether it
@@ -298,7 +347,10 @@ impl View {
     /// Brings the served sections in line with the record held for `key`.
     fn refresh(&mut self, key: &Key, now_ms: u64) {
         let record = self.records.get(key);
-        let live = record.is_some_and(|r| r.is_live(now_ms, self.skew_ms));
+        // A discovered view keeps pool and router records (to refuse older
+        // writes) but neither serves nor expires them.
+        let ignored = self.discovered && matches!(key, Key::Pool { .. } | Key::Router { .. });
+        let live = !ignored && record.is_some_and(|r| r.is_live(now_ms, self.skew_ms));
         if live
             && let Some(r) = record
             && let Some(until) = r.lease_until_ms
@@ -312,6 +364,8 @@ impl View {
         }
         let body = record.filter(|_| live).map(|r| (&r.body, r.owner.as_deref()));
         match key {
+            // Discovered: served from Kubernetes only (`replace_discovered`).
+            Key::Pool { .. } | Key::Router { .. } if self.discovered => {}
             Key::Pool { pool_id } => match body {
                 Some((Body::Pool(pool), _)) => {
                     self.pools.upsert(pool_id.clone(), pool.clone());

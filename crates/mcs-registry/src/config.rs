@@ -23,6 +23,59 @@ pub enum StorageKind {
     Dynamodb,
 }
 
+/// Where the served pools and routers come from (docs/design.md §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum PoolDiscovery {
+    /// Registrations: PoolRelays and routers register (`POST /v1/pools`).
+    Registrations,
+    /// EndpointSlices imported the standard MCS way
+    /// (`multicluster.kubernetes.io/service-name`).
+    Mcs,
+    /// EndpointSlices imported the Karmada way (`imported-<cluster>-<slice>`).
+    Karmada,
+}
+
+impl PoolDiscovery {
+    /// Every mode.
+    pub const ALL: [PoolDiscovery; 3] =
+        [PoolDiscovery::Registrations, PoolDiscovery::Mcs, PoolDiscovery::Karmada];
+
+    /// Its value on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolDiscovery::Registrations => "registrations",
+            PoolDiscovery::Mcs => "mcs",
+            PoolDiscovery::Karmada => "karmada",
+        }
+    }
+
+    /// Whether pools and routers come from Kubernetes.
+    pub fn is_kubernetes(self) -> bool {
+        self != PoolDiscovery::Registrations
+    }
+}
+
+/// The `--help` heading of the flags of `--pool-discovery mcs` and
+/// `karmada` only; a flag under it given in another mode fails at startup.
+pub const DISCOVERY_HEADING: &str = "Pool discovery from Kubernetes (--pool-discovery mcs|karmada)";
+
+/// The modes whose flags sit under `heading`; `None`: a heading of flags
+/// that work in every mode.
+pub fn heading_modes(heading: &str) -> Option<&'static [PoolDiscovery]> {
+    (heading == DISCOVERY_HEADING).then_some(&[PoolDiscovery::Mcs, PoolDiscovery::Karmada])
+}
+
+/// `--pool-service-suffix` when not given.
+pub const DEFAULT_POOL_SERVICE_SUFFIX: &str = "-pool-relay";
+
+/// `--pool-discovery-error-window-secs` when not given: errors spanning a
+/// minute make lists incomplete.
+pub const DEFAULT_DISCOVERY_ERROR_WINDOW_SECS: u64 = 60;
+
+/// `--pool-discovery-recovery-secs` when not given: two minutes without an
+/// error count as recovered.
+pub const DEFAULT_DISCOVERY_RECOVERY_SECS: u64 = 120;
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -162,9 +215,65 @@ pub struct Args {
     #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
+    /// Where the served pools and routers come from: `registrations`
+    /// (`POST /v1/pools`), or the EndpointSlices that a Multi-Cluster
+    /// Services implementation imports into this cluster, named the
+    /// standard way (`mcs`) or Karmada's (`karmada`).
+    #[arg(long, env = "MCS_POOL_DISCOVERY", value_enum, default_value = "registrations")]
+    pub pool_discovery: PoolDiscovery,
+
     /// TLS and authorization (issue 9).
     #[command(flatten)]
     pub tls: crate::tls::TlsArgs,
+
+    /// The namespace of the Global Router's Service.
+    #[arg(
+        long,
+        env = "MCS_ROUTER_NAMESPACE",
+        help_heading = DISCOVERY_HEADING,
+        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
+    )]
+    pub router_namespace: Option<String>,
+
+    /// The Global Router's Service, whose imported slices are the router
+    /// replicas.
+    #[arg(
+        long,
+        env = "MCS_ROUTER_SERVICE",
+        help_heading = DISCOVERY_HEADING,
+        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
+    )]
+    pub router_service: Option<String>,
+
+    /// The name of the router Service's TCP port that routers are reached on.
+    #[arg(
+        long,
+        env = "MCS_ROUTER_PORT_NAME",
+        help_heading = DISCOVERY_HEADING,
+        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
+    )]
+    pub router_port_name: Option<String>,
+
+    /// Services named `<dgd>` followed by this suffix are PoolRelays, one
+    /// pool per source cluster [default: -pool-relay].
+    #[arg(
+        long,
+        env = "MCS_POOL_SERVICE_SUFFIX",
+        help_heading = DISCOVERY_HEADING,
+        allow_hyphen_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+    )]
+    pub pool_service_suffix: Option<String>,
+
+    /// List/watch errors spanning this long make lists `complete: false`
+    /// [default: 60].
+    #[arg(long, env = "MCS_POOL_DISCOVERY_ERROR_WINDOW_SECS", help_heading = DISCOVERY_HEADING)]
+    pub pool_discovery_error_window_secs: Option<u64>,
+
+    /// This long without a list/watch error counts as recovered
+    /// [default: 120].
+    #[arg(long, env = "MCS_POOL_DISCOVERY_RECOVERY_SECS", help_heading = DISCOVERY_HEADING)]
+    pub pool_discovery_recovery_secs: Option<u64>,
 }
 
 /// Settings derived from [`Args`], checked for consistency.
@@ -212,6 +321,77 @@ pub struct Settings {
     pub tls: Option<crate::tls::TlsSettings>,
     /// The SPIFFE trust domain of `--authz spiffe`; `None`: no authorization.
     pub spiffe_trust_domain: Option<String>,
+    /// Pool discovery from Kubernetes; `None`: registrations.
+    pub discovery: Option<DiscoverySettings>,
+}
+
+/// The settings of `--pool-discovery mcs|karmada`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    /// `mcs` or `karmada`.
+    pub mode: PoolDiscovery,
+    /// The router Service's namespace.
+    pub router_namespace: String,
+    /// The router Service's name.
+    pub router_service: String,
+    /// Its port routers are reached on.
+    pub router_port_name: String,
+    /// The suffix of PoolRelay Services.
+    pub pool_service_suffix: String,
+    /// Errors spanning this long make lists incomplete.
+    pub error_window: Duration,
+    /// This long without an error counts as recovered.
+    pub recovery: Duration,
+}
+
+impl DiscoverySettings {
+    /// Checks the discovery flags against `--pool-discovery`: required in a
+    /// Kubernetes mode, refused in another (whether given on the command
+    /// line or in the environment).
+    fn from_args(args: &Args) -> Result<Option<Self>, String> {
+        let given = [
+            ("--router-namespace", args.router_namespace.is_some()),
+            ("--router-service", args.router_service.is_some()),
+            ("--router-port-name", args.router_port_name.is_some()),
+            ("--pool-service-suffix", args.pool_service_suffix.is_some()),
+            ("--pool-discovery-error-window-secs", args.pool_discovery_error_window_secs.is_some()),
+            ("--pool-discovery-recovery-secs", args.pool_discovery_recovery_secs.is_some()),
+        ];
+        let mode = args.pool_discovery;
+        if !mode.is_kubernetes() {
+            if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "{flag} needs --pool-discovery mcs or karmada, not {}",
+                    mode.as_str()
+                ));
+            }
+            return Ok(None);
+        }
+        let required = |flag: &str, value: &Option<String>| match value.as_deref() {
+            Some(v) if !v.trim().is_empty() => Ok(v.to_owned()),
+            _ => Err(format!("--pool-discovery {} needs a non-empty {flag}", mode.as_str())),
+        };
+        let error_window =
+            args.pool_discovery_error_window_secs.unwrap_or(DEFAULT_DISCOVERY_ERROR_WINDOW_SECS);
+        let recovery = args.pool_discovery_recovery_secs.unwrap_or(DEFAULT_DISCOVERY_RECOVERY_SECS);
+        if error_window == 0 || recovery == 0 {
+            return Err("--pool-discovery-error-window-secs and --pool-discovery-recovery-secs \
+                        must be above zero"
+                .into());
+        }
+        Ok(Some(Self {
+            mode,
+            router_namespace: required("--router-namespace", &args.router_namespace)?,
+            router_service: required("--router-service", &args.router_service)?,
+            router_port_name: required("--router-port-name", &args.router_port_name)?,
+            pool_service_suffix: args
+                .pool_service_suffix
+                .clone()
+                .unwrap_or_else(|| DEFAULT_POOL_SERVICE_SUFFIX.to_owned()),
+            error_window: Duration::from_secs(error_window),
+            recovery: Duration::from_secs(recovery),
+        }))
+    }
 }
 
 impl Settings {
@@ -293,6 +473,7 @@ impl Settings {
             return Err("--listen and --admin-listen must differ".into());
         }
         let (tls, spiffe_trust_domain) = args.tls.check()?;
+        let discovery = DiscoverySettings::from_args(args)?;
         let writer_id = match &args.writer_id {
             Some(id) if !id.trim().is_empty() => id.clone(),
             Some(_) => return Err("--writer-id must not be blank".into()),
@@ -329,6 +510,7 @@ impl Settings {
                 .map(Duration::from_secs),
             tls,
             spiffe_trust_domain,
+            discovery,
         })
     }
 }
@@ -449,6 +631,120 @@ mod tests {
         for (argv, want) in cases {
             let err = parse(argv).unwrap_err();
             assert!(err.contains(want), "{argv:?}: {err}");
+        }
+    }
+
+    const DISCOVERY: [&str; 6] = [
+        "--router-namespace",
+        "gr",
+        "--router-service",
+        "global-router",
+        "--router-port-name",
+        "http",
+    ];
+
+    fn in_mode(mode: PoolDiscovery, extra: &[&str]) -> Result<Settings, String> {
+        let mut argv = vec!["--pool-discovery", mode.as_str()];
+        if mode.is_kubernetes() {
+            for pair in DISCOVERY.chunks(2) {
+                if !extra.contains(&pair[0]) {
+                    argv.extend_from_slice(pair);
+                }
+            }
+        }
+        argv.extend_from_slice(extra);
+        parse(&argv)
+    }
+
+    #[test]
+    fn discovery_modes_need_the_router_flags_and_take_the_suffix_as_given() {
+        use clap::error::ErrorKind;
+        for mode in ["mcs", "karmada"] {
+            let err = Args::try_parse_from(["mcs-registry", "--pool-discovery", mode]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{mode}");
+            assert_eq!(err.exit_code(), 2);
+        }
+        let s = in_mode(PoolDiscovery::Karmada, &[]).unwrap().discovery.unwrap();
+        assert_eq!(s.mode, PoolDiscovery::Karmada);
+        assert_eq!(s.pool_service_suffix, DEFAULT_POOL_SERVICE_SUFFIX);
+        assert_eq!(
+            (s.error_window, s.recovery),
+            (Duration::from_secs(60), Duration::from_secs(120))
+        );
+        // A value starting with a hyphen is the flag's value, as a separate argument.
+        let s = in_mode(PoolDiscovery::Mcs, &["--pool-service-suffix", "-relay"]).unwrap();
+        assert_eq!(s.discovery.unwrap().pool_service_suffix, "-relay");
+        let err = in_mode(PoolDiscovery::Mcs, &["--pool-service-suffix", ""]).unwrap_err();
+        assert!(err.contains("--pool-service-suffix"), "{err}");
+        let err = in_mode(PoolDiscovery::Mcs, &["--router-service", " "]).unwrap_err();
+        assert!(err.contains("--router-service"), "{err}");
+        assert_eq!(parse(&[]).unwrap().discovery, None);
+    }
+
+    /// The value a flag is given in [`every_flag_works_in_every_mode_or_sits_under_a_mode_heading`].
+    fn sample_value(arg: &clap::Arg) -> Option<String> {
+        if !arg.get_action().takes_values() {
+            return None;
+        }
+        if let Some(value) = arg.get_possible_values().first() {
+            return Some(value.get_name().to_owned());
+        }
+        Some(
+            arg.get_default_values()
+                .first()
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "1".to_owned()),
+        )
+    }
+
+    /// Every flag either works the same in every `--pool-discovery` mode
+    /// (given alone, it is accepted or refused alike) or sits under one
+    /// mode's heading, where it works in its modes and fails in the others:
+    /// a new flag cannot skip the check of its mode.
+    #[test]
+    fn every_flag_works_in_every_mode_or_sits_under_a_mode_heading() {
+        let cmd = <Args as clap::CommandFactory>::command();
+        let mut headed = 0;
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "pool-discovery" | "help" | "version") {
+                continue;
+            }
+            let flag = format!("--{long}");
+            let mut argv = vec![flag.clone()];
+            argv.extend(sample_value(arg));
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            match arg.get_help_heading().and_then(heading_modes) {
+                Some(modes) => {
+                    headed += 1;
+                    for mode in PoolDiscovery::ALL {
+                        let result = in_mode(mode, &argv);
+                        if modes.contains(&mode) {
+                            assert!(result.is_ok(), "{flag} in {mode:?}: {result:?}");
+                        } else {
+                            let err = result.unwrap_err();
+                            assert!(err.contains(&flag), "{flag} in {mode:?} refused: {err}");
+                        }
+                    }
+                }
+                None => {
+                    let outcomes: Vec<Option<String>> =
+                        PoolDiscovery::ALL.map(|mode| in_mode(mode, &argv).err()).into();
+                    assert!(
+                        outcomes.iter().all(|o| o == &outcomes[0]),
+                        "{flag} behaves differently by --pool-discovery mode, yet is under no \
+                         mode's heading: {outcomes:?}"
+                    );
+                }
+            }
+        }
+        assert_eq!(headed, 6, "the discovery flags sit under their heading");
+        let mode = cmd.get_arguments().find(|a| a.get_long() == Some("pool-discovery")).unwrap();
+        assert_eq!(mode.get_help_heading(), None, "--pool-discovery is among the general options");
+        let help = cmd.clone().render_long_help().to_string();
+        let at = help.find(DISCOVERY_HEADING).expect("--help shows the discovery heading");
+        for flag in ["--router-namespace", "--router-service", "--router-port-name"] {
+            assert!(help[at..].contains(flag), "{flag} under the heading");
         }
     }
 }

@@ -1,10 +1,13 @@
-//! mcs-registry: the registry server of docs/design.md §4–§7.
+//! mcs-registry: the registry server of docs/design.md §4–§7 and §14.
 //!
 //! ```text
 //!  HTTP (http) ──► Registrar ──conditional write──► Store
 //!       │              └─apply (read-your-writes)─┐
 //!       ▼                                          ▼
 //!  LiveView ◄──── Reader (delta polls, full reads) ◄── Store
+//!     ▲
+//!     └── discovery (--pool-discovery mcs|karmada): pools and routers
+//!         from imported EndpointSlices (docs/design.md §14)
 //! ```
 //!
 //! `main.rs` parses [`config::Args`] and calls [`server::run`]; everything
@@ -14,6 +17,7 @@ pub mod authz;
 pub mod clock;
 pub mod config;
 mod connection;
+pub mod discovery;
 pub mod http;
 pub mod live;
 pub mod metrics;

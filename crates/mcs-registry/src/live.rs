@@ -71,13 +71,34 @@ pub struct LiveView {
     holding: AtomicBool,
     /// Completeness as long-polls were last told of it.
     published_complete: AtomicBool,
+    /// Whether pool discovery (`crate::discovery`) has a complete list and
+    /// no error streak; always true for registrations.
+    discovery_complete: AtomicBool,
 }
 
 impl LiveView {
     /// An empty view: not ready and not complete until the first full read.
     pub fn new(skew_ms: u64, stale_after_ms: u64, hold: HoldPolicy, clock: Arc<dyn Clock>) -> Self {
+        Self::of(View::new(skew_ms), stale_after_ms, hold, clock)
+    }
+
+    /// An empty view whose pools and routers are discovered from
+    /// Kubernetes (`crate::discovery`): incomplete until discovery says
+    /// otherwise ([`LiveView::set_discovery_complete`]).
+    pub fn discovered(
+        skew_ms: u64,
+        stale_after_ms: u64,
+        hold: HoldPolicy,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let view = Self::of(View::discovered(skew_ms), stale_after_ms, hold, clock);
+        view.discovery_complete.store(false, Ordering::SeqCst);
+        view
+    }
+
+    fn of(view: View, stale_after_ms: u64, hold: HoldPolicy, clock: Arc<dyn Clock>) -> Self {
         Self {
-            view: RwLock::new(View::new(skew_ms)),
+            view: RwLock::new(view),
             clock,
             stale_after_ms,
             full_read_done: AtomicBool::new(false),
@@ -87,6 +108,7 @@ impl LiveView {
             guard: Mutex::new(ExpiryGuard::new(hold)),
             holding: AtomicBool::new(false),
             published_complete: AtomicBool::new(false),
+            discovery_complete: AtomicBool::new(true),
         }
     }
 
@@ -117,6 +139,24 @@ impl LiveView {
     /// Replaces the state with a full read that began at `read_started_ms`.
     pub fn replace_all(&self, records: Vec<Record>, read_started_ms: u64) -> Resync {
         self.mutate(|view, now| view.replace_all(records, read_started_ms, now))
+    }
+
+    /// Serves `pools` and `routers` as discovered (a view of registrations
+    /// ignores them); returns whether anything served changed, and wakes
+    /// long-polls if so, as any other change does.
+    pub fn replace_discovered(
+        &self,
+        pools: std::collections::BTreeMap<mcs_api::PoolId, mcs_api::Pool>,
+        routers: std::collections::BTreeMap<mcs_api::RouterId, mcs_api::RouterReplica>,
+    ) -> bool {
+        self.mutate(|view, _| view.replace_discovered(pools, routers))
+    }
+
+    /// Records whether pool discovery is complete (a first complete list,
+    /// no error streak); part of every list's `complete`.
+    pub fn set_discovery_complete(&self, complete: bool) {
+        self.discovery_complete.store(complete, Ordering::SeqCst);
+        self.publish_completeness();
     }
 
     /// Expires what is due now, unless the expiry guard holds a suspicious
@@ -225,18 +265,24 @@ impl LiveView {
         self.holding.load(Ordering::SeqCst)
     }
 
+    /// Whether pool discovery is complete (always, for registrations).
+    pub fn is_discovery_complete(&self) -> bool {
+        self.discovery_complete.load(Ordering::SeqCst)
+    }
+
     /// Whether the first full read has succeeded.
     pub fn is_ready(&self) -> bool {
         self.full_read_done.load(Ordering::SeqCst)
     }
 
-    /// Whether lists are complete: ready, polled recently enough, and no
-    /// expiries held back.
+    /// Whether lists are complete: ready, polled recently enough, no
+    /// expiries held back, and pool discovery (if any) complete.
     pub fn is_complete(&self) -> bool {
         let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
         self.is_ready()
             && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
             && !self.holding.load(Ordering::SeqCst)
+            && self.is_discovery_complete()
     }
 
     /// A receiver that sees a new value whenever any served section changes.

@@ -53,6 +53,12 @@ pub const TLS_CERT_EXPIRY: &str = "mcs_tls_certificate_expiry_timestamp_seconds"
 pub const TLS_RELOAD_FAILURES: &str = "mcs_tls_reload_failures_total";
 /// Requests refused `403` by `--authz spiffe`, by identity kind and route.
 pub const AUTHZ_DENIALS: &str = "mcs_authz_denials_total";
+/// Pool discovery's failed lists and watches of Kubernetes, by resource
+/// (`endpointslices`, `serviceimports`).
+pub const DISCOVERY_ERRORS: &str = "mcs_pool_discovery_errors_total";
+/// Imported pools and router slices pool discovery leaves out now (each
+/// logged with why when it first appears).
+pub const DISCOVERY_SKIPPED: &str = "mcs_pool_discovery_skipped";
 /// Always 1; labels `version` and `commit` name the build.
 pub const BUILD_INFO: &str = "mcs_build_info";
 
@@ -128,6 +134,8 @@ fn describe() {
     );
     describe_counter!(TLS_RELOAD_FAILURES, "changed certificate files that did not load");
     describe_counter!(AUTHZ_DENIALS, "requests refused 403 by identity kind and route");
+    describe_counter!(DISCOVERY_ERRORS, "pool discovery's failed lists and watches by resource");
+    describe_gauge!(DISCOVERY_SKIPPED, "imported pools and router slices left out now");
     describe_gauge!(BUILD_INFO, "1; labels name the version and git commit of the build");
 }
 
@@ -168,6 +176,10 @@ fn register_zero() {
         }
     }
     metrics::counter!(TLS_RELOAD_FAILURES).increment(0);
+    for resource in ["endpointslices", "serviceimports"] {
+        metrics::counter!(DISCOVERY_ERRORS, "resource" => resource).increment(0);
+    }
+    metrics::gauge!(DISCOVERY_SKIPPED).set(0.0);
     metrics::gauge!(VIEW_COMPLETE).set(0.0);
     metrics::gauge!(VIEW_RECORDS).set(0.0);
     metrics::gauge!(LAST_POLL_OK).set(0.0);

@@ -49,7 +49,8 @@ impl Registry {
     /// Assembles a registry over `store`, judging leases by `clock`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: &Settings) -> Self {
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let view = Arc::new(LiveView::new(
+        let make = if settings.discovery.is_some() { LiveView::discovered } else { LiveView::new };
+        let view = Arc::new(make(
             settings.skew_allowance_ms,
             settings.stale_after.as_millis() as u64,
             settings.expiry_hold,
@@ -83,6 +84,7 @@ impl Registry {
             ready_max_staleness: settings.ready_max_staleness,
             shutdown: shutdown_rx,
             spiffe_trust_domain: settings.spiffe_trust_domain.clone(),
+            discovered: settings.discovery.is_some(),
         });
         Self { state, reader, shutdown }
     }
@@ -96,6 +98,12 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     // Certificate files are loaded before anything else: a missing or
     // broken one is an error at startup, naming its flag.
     let reloader = settings.tls.clone().map(crate::tls::Reloader::new).transpose()?;
+    // Pool discovery's Kubernetes configuration is checked before serving:
+    // without one it could never list anything.
+    let kube = match &settings.discovery {
+        Some(_) => Some(crate::discovery::watch::client().await?),
+        None => None,
+    };
     let (store, table) = open_store(&args, &settings).await?;
     let registry = Registry::new(store, Arc::new(SystemClock), &settings);
     let api = TcpListener::bind(args.listen)
@@ -140,6 +148,19 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
             anyhow::Ok(())
         }
     });
+    if let (Some(kube), Some(discovery)) = (kube, settings.discovery.clone()) {
+        tracing::info!(
+            mode = discovery.mode.as_str(),
+            router = %format!("{}/{}", discovery.router_namespace, discovery.router_service),
+            "pool discovery from Kubernetes"
+        );
+        tokio::spawn(crate::discovery::watch::run(
+            kube,
+            discovery,
+            registry.state.view.clone(),
+            stop.clone(),
+        ));
+    }
     let api_task = tokio::spawn(serve(
         api,
         router(registry.state.clone()),

@@ -18,32 +18,15 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// A series' metric name without the suffixes a histogram's parts add.
-fn base_name(name: &str) -> &str {
-    ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name)
-}
-
 /// The metric names in a Prometheus text exposition.
 fn exported(text: &str) -> BTreeSet<String> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| l.split(['{', ' ']).next().unwrap())
-        .map(|name| base_name(name).to_owned())
-        .collect()
+    mcs_testkit::metrics::exported_names(text)
 }
 
 /// The metric names of the table under "## Metrics" in
 /// docs/configuration.md: the first cell of each row, in backquotes.
 fn documented() -> BTreeSet<String> {
-    let doc = read("docs/configuration.md");
-    let section = &doc[doc.find("## Metrics").expect("a Metrics section")..];
-    // Up to the next section: the controller's metrics have their own.
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    section
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .map(|l| l.split('`').next().unwrap().to_owned())
-        .collect()
+    mcs_testkit::metrics::documented_names(&read("docs/configuration.md"), "## Metrics")
 }
 
 /// Words that look like metric names of the registry in a file.
@@ -51,7 +34,7 @@ fn referenced(text: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
         if word.starts_with("mcs_") || word.starts_with("process_") {
-            names.insert(base_name(word).to_owned());
+            names.insert(mcs_testkit::metrics::base_name(word).to_owned());
         }
     }
     names

@@ -90,3 +90,33 @@ impl Recorder for MemoryRecorder {
         Histogram::from_arc(self.series(key))
     }
 }
+
+/// The metric names in a Prometheus text exposition, a histogram's
+/// `_bucket`, `_sum` and `_count` series under their metric's name.
+pub fn exported_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(|name| base_name(name).to_owned())
+        .collect()
+}
+
+/// A series' metric name without the suffixes a histogram's parts add.
+pub fn base_name(name: &str) -> &str {
+    ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name)
+}
+
+/// The metric names a document's section lists: the first cell, in
+/// backquotes, of each table row from the line `heading` to the next `## `
+/// heading (docs/configuration.md's "## Metrics" and "## mcs-controller
+/// metrics").
+pub fn documented_names(doc: &str, heading: &str) -> std::collections::BTreeSet<String> {
+    let start = doc.find(heading).unwrap_or_else(|| panic!("no {heading:?} section"));
+    let section = &doc[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .map(str::to_owned)
+        .collect()
+}

@@ -30,6 +30,7 @@ pub struct Launch {
     cpus: Option<String>,
     echo_warnings: bool,
     wait_ready: bool,
+    envs: Vec<(OsString, OsString)>,
 }
 
 impl Launch {
@@ -43,6 +44,7 @@ impl Launch {
             cpus: None,
             echo_warnings: false,
             wait_ready: true,
+            envs: Vec::new(),
         }
     }
 
@@ -54,6 +56,14 @@ impl Launch {
         S: Into<OsString>,
     {
         self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable of the process (`KUBECONFIG` for pool
+    /// discovery, an `MCS_*` twin of a flag).
+    #[must_use]
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.envs.push((key.into(), value.into()));
         self
     }
 
@@ -112,6 +122,7 @@ impl Launch {
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_EC2_METADATA_DISABLED", "true")
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

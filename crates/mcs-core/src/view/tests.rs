@@ -426,3 +426,31 @@ fn the_index_of_renewals_due_follows_every_change() {
     v.replace_all(records, now + 1, now + 1);
     check(&v, now + 1);
 }
+
+#[test]
+fn a_discovered_view_serves_pools_and_routers_only_as_set() {
+    let mut v = View::discovered(SKEW);
+    assert!(v.is_discovered());
+    // A pool record (left in storage by registrations) is kept, not served.
+    assert!(v.apply(mk_pool("stale", 1, "r", None, Some(10_000)), 1_000));
+    assert!(v.pools().is_empty());
+    assert_eq!(v.live_leases(), 0, "nor does its lease count toward expiries");
+    let a = pool("a", "m");
+    let b = pool("b", "m");
+    let empty = View::discovered(SKEW).pools().fingerprint();
+    let both: BTreeMap<_, _> = [a.clone(), b.clone()].map(|p| (p.pool_id.clone(), p)).into();
+    assert!(v.replace_discovered(both.clone(), BTreeMap::new()));
+    assert_eq!(v.pools().len(), 2);
+    let version = v.pools().version();
+    assert!(!v.replace_discovered(both, BTreeMap::new()), "the same content changes nothing");
+    assert_eq!(v.pools().version(), version);
+    assert!(v.replace_discovered([(b.pool_id.clone(), b.clone())].into(), BTreeMap::new()));
+    assert_eq!(v.pools().values().collect::<Vec<_>>(), vec![&b]);
+    assert_eq!(v.pools().fingerprint(), v.pools().fingerprint_from_scratch());
+    assert!(v.replace_discovered(BTreeMap::new(), BTreeMap::new()));
+    assert_eq!(v.pools().fingerprint(), empty);
+    // A view of registrations ignores it.
+    let mut registrations = View::new(SKEW);
+    assert!(!registrations.replace_discovered([(a.pool_id.clone(), a)].into(), BTreeMap::new()));
+    assert!(registrations.pools().is_empty());
+}

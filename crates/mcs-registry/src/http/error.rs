@@ -40,6 +40,9 @@ pub enum ApiError {
     TooLarge(String),
     /// `408`: the body did not arrive in time.
     Timeout,
+    /// `501`: this registry does not take the request (pool and router
+    /// writes under `--pool-discovery mcs|karmada`).
+    NotImplemented,
 }
 
 impl From<WriteError> for ApiError {
@@ -89,6 +92,13 @@ impl IntoResponse for ApiError {
                 ErrorBody::new(
                     ErrorCode::RequestTimeout,
                     "the request body did not arrive in time",
+                ),
+            ),
+            ApiError::NotImplemented => (
+                StatusCode::NOT_IMPLEMENTED,
+                ErrorBody::new(
+                    ErrorCode::NotImplemented,
+                    "this registry does not take this request",
                 ),
             ),
             ApiError::TooLarge(message) => {

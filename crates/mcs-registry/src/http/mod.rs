@@ -18,7 +18,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
@@ -47,17 +47,39 @@ pub struct AppState {
     /// The trust domain of `--authz spiffe` (`crate::authz`); `None`: every
     /// caller may write anything.
     pub spiffe_trust_domain: Option<String>,
+    /// Pools and routers are discovered (`crate::discovery`): their writes
+    /// answer `501`.
+    pub discovered: bool,
 }
 
 /// The public API router.
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.max_body_bytes;
     let authz = state.spiffe_trust_domain.is_some();
+    // Discovered pools and routers take no writes: a registration stored
+    // but never served would be acknowledged and lost.
+    let discovered = state.discovered;
+    let unless_discovered = |refused: MethodRouter<Arc<AppState>>, route| {
+        if discovered { refused } else { route }
+    };
+    let (post_501, delete_501) = (post(not_implemented), delete(not_implemented));
     let routes = Router::new()
-        .route("/v1/pools", post(writes::register_pool).get(lists::pools))
-        .route("/v1/pools/{pool_id}", axum::routing::delete(writes::withdraw_pool))
-        .route("/v1/routers", post(writes::register_router).get(lists::routers))
-        .route("/v1/routers/{router_id}", axum::routing::delete(writes::withdraw_router))
+        .route(
+            "/v1/pools",
+            unless_discovered(post_501.clone(), post(writes::register_pool)).get(lists::pools),
+        )
+        .route(
+            "/v1/pools/{pool_id}",
+            unless_discovered(delete_501.clone(), delete(writes::withdraw_pool)),
+        )
+        .route(
+            "/v1/routers",
+            unless_discovered(post_501.clone(), post(writes::register_router)).get(lists::routers),
+        )
+        .route(
+            "/v1/routers/{router_id}",
+            unless_discovered(delete_501, delete(writes::withdraw_router)),
+        )
         .route("/v1/clusters", get(lists::clusters))
         .route(
             "/v1/clusters/{cluster_id}",
@@ -70,7 +92,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/exports", get(lists::exports))
         .route("/v1/imports", get(lists::imports))
         // Unversioned aliases of the Global Discovery Service's paths.
-        .route("/pools", post(writes::register_pool).get(lists::pools))
+        .route("/pools", unless_discovered(post_501, post(writes::register_pool)).get(lists::pools))
         .route("/routers", get(lists::routers));
     // Under --authz spiffe, the lists and writes need an identity of the
     // trust domain (a route layer: it sees the matched route, for the
@@ -146,6 +168,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         "status": "ready",
         "complete": view.is_complete(),
         "holding_expiries": view.is_holding(),
+        "pool_discovery_complete": view.is_discovery_complete(),
         "last_poll_age_ms": age_ms,
     }))
     .into_response()
@@ -153,6 +176,10 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::NotFound("no such route".into())
+}
+
+async fn not_implemented() -> ApiError {
+    ApiError::NotImplemented
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -301,6 +301,15 @@ fn write(path: &str, body: Option<&str>, reply: &str, id: &str) -> OperationBuil
                  way that retrying will not mend (the cause is logged, never sent)",
             ),
         );
+    if ["/v1/pools", "/v1/routers", "/pools"].iter().any(|p| path.starts_with(p)) {
+        op = op.response(
+            "501",
+            error(
+                "`not_implemented`: this registry discovers pools and routers from Kubernetes \
+                 (`--pool-discovery mcs|karmada`) and takes no registrations",
+            ),
+        );
+    }
     match body {
         Some(body) => {
             op = op
@@ -371,6 +380,7 @@ fn readyz() -> OperationBuilder {
         ("status", Type::String),
         ("complete", Type::Boolean),
         ("holding_expiries", Type::Boolean),
+        ("pool_discovery_complete", Type::Boolean),
         ("last_poll_age_ms", Type::Integer),
     ]);
     OperationBuilder::new()

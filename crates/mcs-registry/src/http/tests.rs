@@ -148,6 +148,7 @@ fn fingerprint(reply: &Reply) -> String {
     reply.body["fingerprint"].as_str().unwrap().to_owned()
 }
 
+mod discovery;
 mod expiry;
 mod hardening;
 mod limits;

@@ -44,6 +44,7 @@ async fn readiness_reports_staleness_and_survives_a_storage_outage_by_default() 
     assert_eq!(ready.status, StatusCode::OK);
     assert_eq!(ready.body["complete"], json!(true));
     assert_eq!(ready.body["holding_expiries"], json!(false));
+    assert_eq!(ready.body["pool_discovery_complete"], json!(true), "registrations: always");
     assert_eq!(ready.body["last_poll_age_ms"], json!(0));
     h.store.set_unavailable(true);
     h.clock.advance(31_000);
