@@ -54,6 +54,7 @@ pub fn pool_record(
 ) -> Record {
     let body = pool(i, workers);
     Record {
+        terms: None,
         key: Key::Pool { pool_id: body.pool_id.clone() },
         version,
         owner: Some(format!("relay-{i}")),

@@ -41,6 +41,7 @@ pub fn mk_pool(
 ) -> Record {
     let body = pool(dgd_name, "m");
     Record {
+        terms: None,
         key: Key::Pool { pool_id: body.pool_id.clone() },
         version: Version::new(generation, writer),
         owner: owner.map(str::to_owned),
@@ -53,6 +54,7 @@ pub fn mk_pool(
 /// A tombstone of pool `dgd_name` at `(generation, writer)`.
 pub fn mk_tombstone(dgd_name: &str, generation: u64, writer: &str) -> Record {
     Record {
+        terms: None,
         key: Key::Pool { pool_id: pool_key(dgd_name).id() },
         version: Version::new(generation, writer),
         owner: None,
@@ -65,6 +67,7 @@ pub fn mk_tombstone(dgd_name: &str, generation: u64, writer: &str) -> Record {
 /// A cluster lease record held by `owner` until `lease_until_ms`.
 pub fn mk_cluster(cluster: &str, generation: u64, owner: &str, lease_until_ms: u64) -> Record {
     Record {
+        terms: None,
         key: Key::Cluster { cluster_id: label(cluster) },
         version: Version::new(generation, "w"),
         owner: Some(owner.into()),
@@ -110,6 +113,7 @@ pub fn mk_export_spec(exported_at_secs: i64, ports: Vec<ServicePort>) -> ExportS
 /// An export record of service `llm/{service}` by `cluster` at `generation`.
 pub fn mk_export(cluster: &str, service: &str, generation: u64, spec: ExportSpec) -> Record {
     Record {
+        terms: None,
         key: Key::Export(ExportKey {
             cluster_id: label(cluster),
             namespace: label("llm"),

@@ -54,6 +54,14 @@ impl LeasePolicy {
         self.lease
     }
 
+    /// The terms a record leased under this policy carries.
+    pub fn terms(&self) -> crate::record::LeaseTerms {
+        crate::record::LeaseTerms {
+            duration_ms: self.lease.duration_secs.saturating_mul(1000),
+            heartbeat_ms: self.lease.heartbeat_interval_secs.saturating_mul(1000),
+        }
+    }
+
     /// When a lease granted at `now_ms` expires.
     pub fn until(&self, now_ms: u64) -> u64 {
         now_ms.saturating_add(self.lease.duration_secs.saturating_mul(1000))

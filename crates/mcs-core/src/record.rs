@@ -126,6 +126,18 @@ pub enum Body {
     Router(RouterReplica),
 }
 
+/// A lease's length and the heartbeat interval its holder was asked to
+/// renew at, as granted: what lets a reader that no longer sees every
+/// renewal bound when the lease was last renewed (`lease_until_ms -
+/// duration_ms`) and when the next is due (docs/design.md §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaseTerms {
+    /// Lifetime of the lease from each renewal.
+    pub duration_ms: u64,
+    /// How often the holder renews.
+    pub heartbeat_ms: u64,
+}
+
 /// One stored item, decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -137,8 +149,14 @@ pub struct Record {
     pub owner: Option<String>,
     /// Absolute lease expiry (clusters, pools, routers; not exports or tombstones).
     pub lease_until_ms: Option<u64>,
-    /// The registrar's clock when it wrote the item; drives delta polling.
+    /// The registrar's clock when it wrote the item's content (a renewal
+    /// keeps it, docs/design.md §6); drives delta polling.
     pub changed_at_ms: u64,
+    /// The lease's terms as granted by the write that set `lease_until_ms`,
+    /// when that writer recorded them (schema 2 on; absent on items written
+    /// before, and on unleased records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terms: Option<LeaseTerms>,
     /// The payload.
     pub body: Body,
 }

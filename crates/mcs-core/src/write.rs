@@ -33,6 +33,8 @@ pub struct Intent {
     pub generation: Option<u64>,
     /// The lease's end, for leased records.
     pub lease_until_ms: Option<u64>,
+    /// The lease's terms, for leased records.
+    pub terms: Option<crate::LeaseTerms>,
 }
 
 /// Why a write is refused before or instead of storing it.
@@ -108,6 +110,7 @@ impl PlannedWrite {
             version: Version::new(0, writer),
             owner: intent.incarnation.clone(),
             lease_until_ms: intent.lease_until_ms,
+            terms: intent.terms,
             changed_at_ms: now_ms,
             body: intent.body,
         };
@@ -250,6 +253,7 @@ mod tests {
 
     fn intent_like(record: &Record, incarnation: Option<&str>, generation: Option<u64>) -> Intent {
         Intent {
+            terms: None,
             key: record.key.clone(),
             body: record.body.clone(),
             incarnation: incarnation.map(str::to_owned),

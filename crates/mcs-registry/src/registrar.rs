@@ -208,8 +208,10 @@ impl Registrar {
     /// The steps of [`mcs_core::write`] around one conditional write.
     async fn write_inner(&self, intent: Intent) -> Result<Record, WriteError> {
         let now = self.clock.now_ms();
+        let grant = intent.leased.then(|| self.grant(intent.lease));
         let planned = write::Intent {
-            lease_until_ms: intent.leased.then(|| self.grant(intent.lease).until(now)),
+            lease_until_ms: grant.map(|g| g.until(now)),
+            terms: grant.map(|g| g.terms()),
             key: intent.key,
             body: intent.body,
             incarnation: intent.incarnation.map(|i| i.as_str().to_owned()),

@@ -252,6 +252,7 @@ impl Process {
         let key = intent.key.clone();
         let planned = PlannedWrite::plan(
             write::Intent {
+                terms: None,
                 key: intent.key,
                 body: intent.body,
                 incarnation: intent.incarnation,

@@ -158,6 +158,7 @@ async fn gc_collects_what_a_withdrawn_cluster_left_and_doctor_recovers() {
     let Some(t) = Fixture::new("doctor-left").await else { return };
     let then = now_ms() - 3 * DAY;
     let withdrawn = Record {
+        terms: None,
         key: Key::Cluster { cluster_id: mcs_core::fixtures::label("gone") },
         version: Version::new(then << 16, "reg-test"),
         owner: Some("inc-gone".into()),

@@ -223,6 +223,7 @@ pub fn pool_record(
     changed_at_ms: u64,
 ) -> Record {
     Record {
+        terms: None,
         key: Key::Pool { pool_id: pool_key(dgd_name).id() },
         version: Version::new(generation, "reg-test"),
         owner: Some(format!("relay-{dgd_name}")),
@@ -248,6 +249,7 @@ pub fn expired_pool(dgd_name: &str, ago_ms: u64) -> Record {
 pub fn withdrawn_pool(dgd_name: &str, ago_ms: u64) -> Record {
     let then = now_ms() - ago_ms;
     Record {
+        terms: None,
         key: Key::Pool { pool_id: pool_key(dgd_name).id() },
         version: Version::new(then << 16, "reg-test"),
         owner: None,
@@ -261,6 +263,7 @@ pub fn withdrawn_pool(dgd_name: &str, ago_ms: u64) -> Record {
 pub fn cluster_record(cluster: &str, lease_until_ms: u64) -> Record {
     let now = now_ms().min(lease_until_ms);
     Record {
+        terms: None,
         key: Key::Cluster { cluster_id: label(cluster) },
         version: Version::new(1, format!("inc-{cluster}")),
         owner: Some(format!("inc-{cluster}")),
@@ -279,6 +282,7 @@ pub fn export_record(
     exported_at_secs: i64,
 ) -> Record {
     Record {
+        terms: None,
         key: Key::Export(ExportKey {
             cluster_id: label(cluster),
             namespace: label("llm"),
@@ -297,6 +301,7 @@ pub fn router_record(router_id: &str) -> Record {
     let now = now_ms();
     let router_id = RouterId::new(router_id).unwrap();
     Record {
+        terms: None,
         key: Key::Router { router_id: router_id.clone() },
         version: Version::new(now << 16, "reg-test"),
         owner: None,

@@ -90,6 +90,7 @@ fn a_router_replica_is_served_while_its_lease_is_live() {
         location: None,
     };
     let record = Record {
+        terms: None,
         key: Key::Router { router_id: router_id.clone() },
         version: crate::Version::new(1, "r"),
         owner: Some("gr-0-a".into()),

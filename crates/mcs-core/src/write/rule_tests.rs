@@ -8,6 +8,7 @@ const NOW: u64 = 1_767_225_600_000;
 fn intent(incarnation: Option<&str>, generation: Option<u64>) -> Intent {
     let pool = mk_pool("a", 1, "w", None, None);
     Intent {
+        terms: None,
         key: pool.key,
         body: pool.body,
         incarnation: incarnation.map(str::to_owned),

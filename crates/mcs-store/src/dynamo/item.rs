@@ -10,6 +10,7 @@
 //!  META                    SCHEMA                       (version N: the table's schema version)
 //!
 //!  + deleted BOOL, changed_at_ms N, digest S, shard N, ttl N?,
+//!    lease_ms N?, heartbeat_ms N? (the lease's terms, schema 2 on),
 //!    payload M (the Body, serde_dynamo), payload_version N
 //! ```
 //!
@@ -24,7 +25,7 @@
 use crate::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_api::{ExportKey, Label, PoolId, RouterId};
-use mcs_core::{Body, Key, Record, Version};
+use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
@@ -40,6 +41,9 @@ pub(crate) const GEN: &str = "gen";
 pub(crate) const WRITER: &str = "writer";
 pub(crate) const OWNER: &str = "owner";
 pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
+/// The lease's terms ([`mcs_core::LeaseTerms`]), written from schema 2 on.
+pub(crate) const LEASE_MS: &str = "lease_ms";
+pub(crate) const HEARTBEAT_MS: &str = "heartbeat_ms";
 pub(crate) const DELETED: &str = "deleted";
 pub(crate) const CHANGED_AT_MS: &str = "changed_at_ms";
 pub(crate) const DIGEST: &str = "digest";
@@ -194,6 +198,10 @@ pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result
     if let Some(until) = record.lease_until_ms {
         item.insert(LEASE_UNTIL_MS.to_owned(), n(until));
     }
+    if let Some(terms) = record.terms {
+        item.insert(LEASE_MS.to_owned(), n(terms.duration_ms));
+        item.insert(HEARTBEAT_MS.to_owned(), n(terms.heartbeat_ms));
+    }
     if let Some(expires) = record.expires_at_ms() {
         item.insert(TTL.to_owned(), n(expires.saturating_add(retention_ms) / 1000));
     }
@@ -323,9 +331,16 @@ pub(crate) fn decode(mut item: Item) -> Result<Record, Undecodable> {
             opt_u64(&item, LEASE_UNTIL_MS)?,
             u64_of(&item, CHANGED_AT_MS)?,
             matches!(item.get(DELETED), Some(AttributeValue::Bool(true))),
+            match (opt_u64(&item, LEASE_MS)?, opt_u64(&item, HEARTBEAT_MS)?) {
+                (Some(duration_ms), Some(heartbeat_ms)) => {
+                    Some(LeaseTerms { duration_ms, heartbeat_ms })
+                }
+                _ => None,
+            },
         ))
     })();
-    let (version, owner, lease_until_ms, changed_at_ms, deleted) = header.map_err(&invalid)?;
+    let (version, owner, lease_until_ms, changed_at_ms, deleted, terms) =
+        header.map_err(&invalid)?;
     let payload = item.remove(PAYLOAD).ok_or_else(|| invalid("payload is missing".into()))?;
     let body: Body = serde_dynamo::aws_sdk_dynamodb_1::from_attribute_value(payload)
         .map_err(|e| invalid(format!("payload: {e}")))?;
@@ -335,7 +350,7 @@ pub(crate) fn decode(mut item: Item) -> Result<Record, Undecodable> {
     if deleted != matches!(body, Body::Tombstone) {
         return Err(invalid("deleted does not match the payload".into()));
     }
-    Ok(Record { key, version, owner, lease_until_ms, changed_at_ms, body })
+    Ok(Record { key, version, owner, lease_until_ms, changed_at_ms, terms, body })
 }
 
 fn body_fits(key: &Key, body: &Body) -> bool {
@@ -363,6 +378,7 @@ mod tests {
             owner: Some("inc-1".into()),
             lease_until_ms: Some(5_000),
             changed_at_ms: 4_000,
+            terms: Some(LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 }),
             body: Body::Router(RouterReplica {
                 router_id,
                 address: HostPort::new("10.0.0.1:8080").unwrap(),
