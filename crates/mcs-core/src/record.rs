@@ -138,6 +138,18 @@ pub struct LeaseTerms {
     pub heartbeat_ms: u64,
 }
 
+/// One stored lease end, as the `lease_ends` index of DynamoDB holds it
+/// (docs/design.md §3): which record, at which version, leased until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseEnd {
+    /// The record's key.
+    pub key: Key,
+    /// The version whose lease this is.
+    pub version: Version,
+    /// When the lease ends, epoch milliseconds.
+    pub lease_until_ms: u64,
+}
+
 /// One stored item, decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {

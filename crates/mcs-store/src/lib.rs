@@ -46,17 +46,7 @@ pub enum PutOutcome {
     },
 }
 
-/// One stored lease end, as the `lease_ends` index of DynamoDB holds it
-/// (docs/design.md §3): which record, at which version, leased until when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseEnd {
-    /// The record's key.
-    pub key: Key,
-    /// The version whose lease this is.
-    pub version: Version,
-    /// When the lease ends, epoch milliseconds.
-    pub lease_until_ms: u64,
-}
+pub use mcs_core::LeaseEnd;
 
 /// A backend of the registry.
 ///
@@ -97,5 +87,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
                 Some(LeaseEnd { key: r.key, version: r.version, lease_until_ms: until })
             })
             .collect())
+    }
+
+    /// Writes `record` as a renewal of this store's item of its key if that
+    /// item holds the same version and content (digest and owner) with an
+    /// earlier lease end: only the lease end, its terms and the TTL change,
+    /// and `changed_at_ms` stays what is stored (returned), so the renewal
+    /// stays out of [`Store::read_changed_since`] (docs/design.md §6,
+    /// "Renewals and the change feed"). `None` when the stored item is
+    /// anything else, or when renewals must still move `changed_at_ms`
+    /// ([`Store::renewals_keep_changed_at`] false): nothing was written and
+    /// the caller writes with [`Store::put`].
+    async fn renew(&self, _record: &Record, _now_ms: u64) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
+    /// Whether renewals keep `changed_at_ms` in this store (DynamoDB: the
+    /// table is at schema 3), so that readers must learn them from
+    /// [`Store::read_lease_ends`] rather than from the change feed.
+    fn renewals_keep_changed_at(&self) -> bool {
+        false
+    }
+
+    /// Re-reads what the store knows about its schema (DynamoDB: the META
+    /// item), so that a migration applied while the registry runs takes
+    /// effect; the reader calls it with each full read.
+    async fn refresh_schema(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
