@@ -62,6 +62,22 @@ impl LeasePolicy {
         }
     }
 
+    /// How far past a poll's start a reader asks for lease ends
+    /// (docs/design.md §6 "Renewals and the change feed"): far enough that
+    /// a lease of this policy renewed on time is never in the answer
+    /// (`duration - heartbeat - skew - refresh`), and never less than the
+    /// lookback plus two polls, so that any lease either is in the answer
+    /// while live or is raised past the next poll by its absence.
+    pub fn horizon_ms(&self, skew_ms: u64, refresh_ms: u64, lookback_ms: u64) -> u64 {
+        let terms = self.terms();
+        let on_time = terms
+            .duration_ms
+            .saturating_sub(terms.heartbeat_ms)
+            .saturating_sub(skew_ms)
+            .saturating_sub(refresh_ms);
+        on_time.max(lookback_ms.saturating_add(refresh_ms.saturating_mul(2)))
+    }
+
     /// When a lease granted at `now_ms` expires.
     pub fn until(&self, now_ms: u64) -> u64 {
         now_ms.saturating_add(self.lease.duration_secs.saturating_mul(1000))

@@ -10,7 +10,7 @@
 
 use crate::fingerprint::Section;
 use crate::imports;
-use crate::record::{Body, Key, Record};
+use crate::record::{Body, Key, LeaseEnd, Record};
 use crate::section::SectionKind;
 use mcs_api::{
     Cluster, Condition, Export, ExportKey, Incarnation, Label, Pool, PoolId, RouterId,
@@ -29,6 +29,32 @@ pub struct Resync {
     /// Records the view held that the full read no longer has (deleted from
     /// storage by TTL or gc).
     pub dropped: usize,
+}
+
+/// What one read of stored lease ends covered ([`View::confirm_leases`],
+/// docs/design.md §6 "Renewals and the change feed").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseWindow {
+    /// The lowest lease end asked for: the reader's watermark less its
+    /// lookback.
+    pub from_ms: u64,
+    /// The highest lease end asked for: the poll's start plus the horizon.
+    pub to_ms: u64,
+    /// Writes from this time on (the poll's start less the lookback) may
+    /// not have reached the index yet.
+    pub settled_ms: u64,
+    /// The poll's start, by the reader's clock.
+    pub polled_at_ms: u64,
+}
+
+/// What [`View::confirm_leases`] changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Confirmed {
+    /// Leases moved to a later end the read returned (a renewal).
+    pub renewed: usize,
+    /// Leases absent from the read, so stored beyond its window, whose end
+    /// the view raised to the lower bound that implies.
+    pub extended: usize,
 }
 
 /// Makes `section` serve exactly `items`; returns whether it changed.
@@ -66,6 +92,15 @@ pub struct View {
     renewal_due_of: HashMap<Key, u64>,
     /// `(lease_until + skew, key)` of every served leased record.
     deadlines: BTreeSet<(u64, Key)>,
+    /// `(lease_until, key)` of every leased record held but not served
+    /// (its lease ran out here), so that a renewal that reached storage
+    /// late is still found by [`View::confirm_leases`].
+    lapsed: BTreeSet<(u64, Key)>,
+    /// When (the poll's start) [`View::confirm_leases`] last found a lease
+    /// stored beyond its window, for records whose lease end the view holds
+    /// is that lower bound rather than a stored value: their holder's next
+    /// renewal is not known, only that the next poll should confirm again.
+    confirmed_at: HashMap<Key, u64>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
     exports_by_service: BTreeMap<ServiceName, BTreeSet<Label>>,
     /// Services each cluster exports (non-withdrawn).
@@ -93,6 +128,8 @@ impl View {
             renewals_due: BTreeSet::new(),
             renewal_due_of: HashMap::new(),
             deadlines: BTreeSet::new(),
+            lapsed: BTreeSet::new(),
+            confirmed_at: HashMap::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
             pools: Section::new(SectionKind::Pools.name()),
@@ -142,6 +179,7 @@ impl View {
         }
         let key = record.key.clone();
         self.learned_at.insert(key.clone(), now_ms);
+        self.confirmed_at.remove(&key);
         self.note_renewal(&record);
         if let Some(old) = self.records.insert(key.clone(), record) {
             self.forget_deadline(&old);
@@ -206,6 +244,12 @@ impl View {
     /// last one plus how often its holder renews, as far as the view can
     /// tell.
     fn renewal_due(&self, record: &Record) -> u64 {
+        if let Some(polled_at) = self.confirmed_at.get(&record.key) {
+            return *polled_at;
+        }
+        if let (Some(terms), Some(until)) = (record.terms, record.lease_until_ms) {
+            return until.saturating_sub(terms.duration_ms).saturating_add(terms.heartbeat_ms);
+        }
         let every = match self.renewals.get(&record.key) {
             Some([a, b]) => (*a).max(*b),
             None => record.lease_until_ms.unwrap_or(0).saturating_sub(record.changed_at_ms),
@@ -278,6 +322,7 @@ impl View {
         for key in gone {
             self.learned_at.remove(&key);
             self.renewals.remove(&key);
+            self.confirmed_at.remove(&key);
             if let Some(old) = self.records.remove(&key) {
                 self.forget_deadline(&old);
             }
@@ -340,8 +385,127 @@ impl View {
     fn forget_deadline(&mut self, old: &Record) {
         if let Some(until) = old.lease_until_ms {
             self.deadlines.remove(&(until.saturating_add(self.skew_ms), old.key.clone()));
+            self.lapsed.remove(&(until, old.key.clone()));
         }
         self.forget_renewal_due(&old.key);
+    }
+
+    /// Enters the served lease of `key`, ending at `until`, in the deadline
+    /// index and its next renewal in the renewal index.
+    fn schedule(&mut self, key: &Key, until: u64) {
+        self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
+        let Some(record) = self.records.get(key) else { return };
+        let due = self.renewal_due(record).saturating_add(self.skew_ms);
+        if let Some(was) = self.renewal_due_of.insert(key.clone(), due) {
+            self.renewals_due.remove(&(was, key.clone()));
+        }
+        self.renewals_due.insert((due, key.clone()));
+    }
+
+    /// Moves the lease end of the record held for `key` to `until` (a later
+    /// end: a renewal read from the lease ends, or the lower bound their
+    /// absence implies). A served lease is rescheduled in place, without
+    /// touching what is served; a lapsed one is served again if `until`
+    /// makes it live.
+    fn extend_lease(&mut self, key: &Key, until: u64, now_ms: u64) {
+        let Some(old) = self.records.get(key).cloned() else { return };
+        let was_served = old.lease_until_ms.is_some_and(|u| {
+            self.deadlines.contains(&(u.saturating_add(self.skew_ms), key.clone()))
+        });
+        self.forget_deadline(&old);
+        if let Some(record) = self.records.get_mut(key) {
+            record.lease_until_ms = Some(until);
+        }
+        if was_served {
+            self.schedule(key, until);
+        } else {
+            self.refresh(key, now_ms);
+        }
+    }
+
+    /// Brings the view's leases in line with a read of the stored lease
+    /// ends in `window` (docs/design.md §6 "Renewals and the change feed"),
+    /// made after the delta poll whose records the view already holds.
+    ///
+    /// - An end of the view's version later than the view's: a renewal;
+    ///   the view takes it.
+    /// - A record of the view whose lease end lies in the window but that
+    ///   the read did not return at its version: every item of that version
+    ///   ends beyond the window (ends only move later), so its lease is
+    ///   raised to `min(to, settled + duration)`: the window's end, or, for
+    ///   a lease short enough that a write too recent for the index could
+    ///   be missing from the read, the earliest end such a write can have.
+    ///   Never above what is stored. Records without lease terms (written
+    ///   before schema 2, whose renewals move `changed_at`) are left to the
+    ///   change feed.
+    ///
+    /// Lapsed records in the window are found the same way, so a renewal
+    /// that reached this replica late serves the record again.
+    pub fn confirm_leases(
+        &mut self,
+        ends: &[LeaseEnd],
+        window: LeaseWindow,
+        now_ms: u64,
+    ) -> Confirmed {
+        let mut result = Confirmed::default();
+        let mut stored: HashMap<&Key, u64> = HashMap::new();
+        for end in ends {
+            if self.records.get(&end.key).is_some_and(|r| r.version == end.version) {
+                let until = stored.entry(&end.key).or_insert(end.lease_until_ms);
+                *until = (*until).max(end.lease_until_ms);
+            }
+        }
+        let renewed: Vec<(Key, u64)> = stored
+            .iter()
+            .filter(|(key, until)| {
+                self.records.get(**key).is_some_and(|r| r.lease_until_ms < Some(**until))
+            })
+            .map(|(key, until)| ((*key).clone(), *until))
+            .collect();
+        let in_window = |until: u64| (window.from_ms..=window.to_ms).contains(&until);
+        let skew = self.skew_ms;
+        let absent: Vec<Key> = self
+            .deadlines
+            .iter()
+            .map(|(deadline, key)| (deadline.saturating_sub(skew), key))
+            .skip_while(|(until, _)| *until < window.from_ms)
+            .take_while(|(until, _)| *until <= window.to_ms)
+            .chain(
+                self.lapsed
+                    .iter()
+                    .skip_while(|(until, _)| *until < window.from_ms)
+                    .take_while(|(until, _)| *until <= window.to_ms)
+                    .map(|(until, key)| (*until, key)),
+            )
+            .filter(|(until, key)| in_window(*until) && !stored.contains_key(key))
+            .map(|(_, key)| key.clone())
+            .collect();
+        for (key, until) in renewed {
+            self.confirmed_at.remove(&key);
+            self.extend_lease(&key, until, now_ms);
+            result.renewed += 1;
+        }
+        for key in absent {
+            let Some(record) = self.records.get(&key) else { continue };
+            let (Some(terms), Some(until)) = (record.terms, record.lease_until_ms) else {
+                continue;
+            };
+            let bound = window.to_ms.min(window.settled_ms.saturating_add(terms.duration_ms));
+            self.confirmed_at.insert(key.clone(), window.polled_at_ms);
+            if bound > until {
+                self.extend_lease(&key, bound, now_ms);
+                result.extended += 1;
+            } else if self.deadlines.contains(&(until.saturating_add(skew), key.clone())) {
+                self.forget_renewal_due(&key);
+                self.schedule(&key, until);
+            }
+        }
+        // Lapsed leases below the window are past any renewal a later read
+        // could find (the lookback's bound, as for the change feed).
+        while self.lapsed.first().is_some_and(|(until, _)| *until < window.from_ms) {
+            self.lapsed.pop_first();
+        }
+        result
     }
 
     /// Brings the served sections in line with the record held for `key`.
@@ -351,17 +515,15 @@ impl View {
         // writes) but neither serves nor expires them.
         let ignored = self.discovered && matches!(key, Key::Pool { .. } | Key::Router { .. });
         let live = !ignored && record.is_some_and(|r| r.is_live(now_ms, self.skew_ms));
-        if live
-            && let Some(r) = record
-            && let Some(until) = r.lease_until_ms
-        {
-            self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
-            let due = self.renewal_due(r).saturating_add(self.skew_ms);
-            if let Some(was) = self.renewal_due_of.insert(key.clone(), due) {
-                self.renewals_due.remove(&(was, key.clone()));
+        let lease = record.filter(|r| !ignored && !r.is_tombstone()).and_then(|r| r.lease_until_ms);
+        if let Some(until) = lease {
+            if live {
+                self.schedule(key, until);
+            } else {
+                self.lapsed.insert((until, key.clone()));
             }
-            self.renewals_due.insert((due, key.clone()));
         }
+        let record = self.records.get(key);
         let body = record.filter(|_| live).map(|r| (&r.body, r.owner.as_deref()));
         match key {
             // Discovered: served from Kubernetes only (`replace_discovered`).
@@ -515,3 +677,6 @@ mod tests;
 
 #[cfg(test)]
 mod rule_tests;
+
+#[cfg(test)]
+mod confirm_tests;

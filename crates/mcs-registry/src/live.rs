@@ -13,8 +13,10 @@ use crate::clock::Clock;
 use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::section::ListBody;
-use mcs_core::view::Resync;
-use mcs_core::{ExpiryGuard, HoldPolicy, LeaseCounts, Record, SectionKind, Verdict, View};
+use mcs_core::view::{Confirmed, LeaseWindow, Resync};
+use mcs_core::{
+    ExpiryGuard, HoldPolicy, LeaseCounts, LeaseEnd, Record, SectionKind, Verdict, View,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -134,6 +136,12 @@ impl LiveView {
     /// Merges records from a delta poll; returns how many changed the view.
     pub fn apply_all(&self, records: Vec<Record>) -> usize {
         self.mutate(|view, now| records.into_iter().filter(|r| view.apply(r.clone(), now)).count())
+    }
+
+    /// Brings leases in line with a read of stored lease ends
+    /// ([`View::confirm_leases`]).
+    pub fn confirm_leases(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Confirmed {
+        self.mutate(|view, now| view.confirm_leases(ends, window, now))
     }
 
     /// Replaces the state with a full read that began at `read_started_ms`.

@@ -30,6 +30,10 @@ pub const VIEW_COMPLETE: &str = "mcs_view_complete";
 pub const READER_POLLS: &str = "mcs_reader_polls_total";
 /// Reader poll latency, by mode.
 pub const READER_POLL_DURATION: &str = "mcs_reader_poll_duration_seconds";
+/// Leases a read of stored lease ends confirmed, by how (renewed: a later
+/// stored end was read; extended: absent from the read, so stored beyond
+/// it).
+pub const LEASES_CONFIRMED: &str = "mcs_reader_leases_confirmed_total";
 /// Records a full read found that delta polls had missed.
 pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
 /// Mass-expiry holds begun.
@@ -119,6 +123,7 @@ fn describe() {
     describe_counter!(READER_POLLS, "reader polls by mode and outcome");
     describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
     describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
+    describe_counter!(LEASES_CONFIRMED, "leases confirmed by a read of lease ends, by how");
     describe_gauge!(WATCHERS, "long-polls waiting");
     describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
     describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
@@ -154,7 +159,10 @@ fn register_zero() {
         metrics::counter!(FINGERPRINT_CHANGES, "section" => section).increment(0);
         metrics::gauge!(VIEW_ITEMS, "section" => section).set(0.0);
     }
-    for mode in ["delta", "full"] {
+    for how in ["renewed", "extended"] {
+        metrics::counter!(LEASES_CONFIRMED, "how" => how).increment(0);
+    }
+    for mode in ["delta", "full", "lease_ends"] {
         for outcome in ["ok", "error"] {
             metrics::counter!(READER_POLLS, "mode" => mode, "outcome" => outcome).increment(0);
         }

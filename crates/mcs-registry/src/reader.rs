@@ -7,7 +7,8 @@
 use crate::live::{LiveView, PollOutcome};
 use crate::metrics as m;
 use crate::registrar::Registrar;
-use mcs_store::Store;
+use mcs_core::view::LeaseWindow;
+use mcs_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -21,6 +22,9 @@ pub struct ReaderConfig {
     pub full_resync_interval: Duration,
     /// How far behind the watermark a delta poll reaches.
     pub lookback_ms: u64,
+    /// How far past a poll's start it asks for lease ends
+    /// ([`mcs_core::LeasePolicy::horizon_ms`]).
+    pub lease_horizon_ms: u64,
 }
 
 /// The regional reader of one registry process.
@@ -150,12 +154,17 @@ impl Reader {
         // what the view holds, are ones the delta polls missed (they reached
         // this replica later than the lookback allows).
         let reached = self.watermark_ms.saturating_sub(self.config.lookback_ms);
+        // A renewal is not one of them: renewals keep `changed_at` and reach
+        // the view through lease ends, as a lower bound a full read raises.
         let missed = if full && self.last_full_ms.is_some() {
             let view = self.view.read();
             records
                 .iter()
                 .filter(|r| r.changed_at_ms < reached)
-                .filter(|r| view.record(&r.key).is_none_or(|held| r.supersedes(held)))
+                .filter(|r| {
+                    view.record(&r.key)
+                        .is_none_or(|held| r.supersedes(held) && r.version != held.version)
+                })
                 .count()
         } else {
             0
@@ -163,8 +172,11 @@ impl Reader {
         // The watermark is this reader's clock at the start of the last
         // successful poll, not the newest changed_at it saw: a writer whose
         // clock runs ahead must not push it past writes still to come.
-        self.watermark_ms = read_started_ms;
+        let previous_watermark = std::mem::replace(&mut self.watermark_ms, read_started_ms);
         if full {
+            if let Err(error) = self.store.refresh_schema().await {
+                tracing::warn!(%error, "could not re-read the table's schema");
+            }
             let resync = self.view.replace_all(records, read_started_ms);
             if missed > 0 {
                 metrics::counter!(m::LATE_ARRIVALS).increment(missed as u64);
@@ -182,7 +194,47 @@ impl Reader {
             self.full_retry_at_ms = 0;
         } else {
             self.view.apply_all(records);
+            if let Err(error) = self.confirm_leases(reached, read_started_ms).await {
+                if self.store.renewals_keep_changed_at() {
+                    // Renewals reach this view only through lease ends: the
+                    // poll failed, and the next one asks the same window.
+                    tracing::warn!(%error, "lease ends read failed; serving the last view");
+                    self.watermark_ms = previous_watermark;
+                    self.view.mark_poll(PollOutcome::Failed);
+                    return;
+                }
+                // Renewals still move changed_at (a table at schema 2 whose
+                // lease_ends index may still be backfilling): the change
+                // feed has them.
+                tracing::debug!(%error, "lease ends read failed; renewals are in the change feed");
+            }
         }
         self.view.mark_poll(read);
+    }
+
+    /// Reads the stored lease ends from `from_ms` (the last watermark less
+    /// the lookback) to the horizon past `started_ms`, and confirms the
+    /// view's leases with them (docs/design.md §6 "Renewals and the change
+    /// feed").
+    async fn confirm_leases(&self, from_ms: u64, started_ms: u64) -> Result<(), StoreError> {
+        let window = LeaseWindow {
+            from_ms,
+            to_ms: started_ms.saturating_add(self.config.lease_horizon_ms),
+            settled_ms: started_ms.saturating_sub(self.config.lookback_ms),
+            polled_at_ms: started_ms,
+        };
+        const MODE: &str = "lease_ends";
+        let started = Instant::now();
+        let result = self.store.read_lease_ends(window.from_ms, window.to_ms).await;
+        metrics::histogram!(m::READER_POLL_DURATION, "mode" => MODE)
+            .record(started.elapsed().as_secs_f64());
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
+        let confirmed = self.view.confirm_leases(&result?, window);
+        metrics::counter!(m::LEASES_CONFIRMED, "how" => "renewed")
+            .increment(confirmed.renewed as u64);
+        metrics::counter!(m::LEASES_CONFIRMED, "how" => "extended")
+            .increment(confirmed.extended as u64);
+        Ok(())
     }
 }

@@ -72,6 +72,11 @@ impl Registry {
                 refresh_interval: settings.refresh_interval,
                 full_resync_interval: settings.full_resync_interval,
                 lookback_ms: settings.lookback_ms,
+                lease_horizon_ms: settings.lease.horizon_ms(
+                    settings.skew_allowance_ms,
+                    settings.refresh_interval.as_millis() as u64,
+                    settings.lookback_ms,
+                ),
             },
         );
         let state = Arc::new(AppState {

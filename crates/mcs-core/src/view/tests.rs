@@ -211,15 +211,15 @@ fn a_write_acknowledged_during_a_full_read_survives_it() {
 }
 
 /// xorshift64*: deterministic, seedable, good enough to shuffle tests.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -370,7 +370,7 @@ fn a_retry_right_after_a_renewal_is_not_taken_for_the_heartbeat() {
 }
 
 /// [`View::leases_at_risk`] counted the slow way, from every served lease.
-fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
+pub(super) fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
     v.deadlines
         .iter()
         .filter(|(deadline, key)| {

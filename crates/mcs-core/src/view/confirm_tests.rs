@@ -1,0 +1,289 @@
+//! [`View::confirm_leases`]: renewals that keep `changed_at` reach the view
+//! through reads of stored lease ends (docs/design.md §6 "Renewals and the
+//! change feed").
+
+use super::tests::{Rng, at_risk_by_brute_force};
+use super::*;
+use crate::fixtures::mk_pool;
+use crate::{LeasePolicy, LeaseTerms};
+
+const SKEW: u64 = 500;
+const LOOKBACK: u64 = 10_000;
+const REFRESH: u64 = 2_000;
+
+fn terms(duration_ms: u64, heartbeat_ms: u64) -> LeaseTerms {
+    LeaseTerms { duration_ms, heartbeat_ms }
+}
+
+/// Pool `name` written at `at_ms` under `terms`.
+fn leased(name: &str, at_ms: u64, terms: LeaseTerms) -> Record {
+    let mut record = mk_pool(name, 1, "r", None, Some(at_ms + terms.duration_ms));
+    record.changed_at_ms = at_ms;
+    record.terms = Some(terms);
+    record
+}
+
+/// The window a reader polling at `polled_at` after one at `previous`
+/// asks for, with the defaults' horizon.
+fn window(previous: u64, polled_at: u64) -> LeaseWindow {
+    let horizon = LeasePolicy::new(30, 10).unwrap().horizon_ms(SKEW, REFRESH, LOOKBACK);
+    LeaseWindow {
+        from_ms: previous.saturating_sub(LOOKBACK),
+        to_ms: polled_at + horizon,
+        settled_ms: polled_at.saturating_sub(LOOKBACK),
+        polled_at_ms: polled_at,
+    }
+}
+
+fn lease_of(v: &View, record: &Record) -> Option<u64> {
+    v.record(&record.key).and_then(|r| r.lease_until_ms)
+}
+
+fn end(record: &Record, lease_until_ms: u64) -> LeaseEnd {
+    LeaseEnd { key: record.key.clone(), version: record.version.clone(), lease_until_ms }
+}
+
+#[test]
+fn the_defaults_horizon_keeps_leases_renewed_on_time_out_of_the_answer() {
+    // 30 s lease, 10 s heartbeat, 500 ms skew, 2 s refresh: 17.5 s, above
+    // the lookback plus two polls (14 s).
+    let horizon = LeasePolicy::new(30, 10).unwrap().horizon_ms(SKEW, REFRESH, LOOKBACK);
+    assert_eq!(horizon, 17_500);
+    // A policy with a thin margin falls back to the lookback plus two polls.
+    assert_eq!(LeasePolicy::new(6, 5).unwrap().horizon_ms(SKEW, REFRESH, LOOKBACK), 14_000);
+}
+
+#[test]
+fn a_lease_absent_from_the_read_is_raised_to_the_window_end_and_no_further() {
+    let mut v = View::new(SKEW);
+    let pool = leased("a", 0, terms(30_000, 10_000));
+    v.apply(pool.clone(), 0);
+    let before = v.pools().fingerprint();
+    // Poll at 10 s: the lease (30 s) is beyond the window (27.5 s).
+    assert_eq!(v.confirm_leases(&[], window(8_000, 10_000), 10_000), Confirmed::default());
+    assert_eq!(lease_of(&v, &pool), Some(30_000));
+    // Poll at 14 s: in the window (to 31.5 s) and not returned, so stored
+    // beyond it: raised to the window's end.
+    let got = v.confirm_leases(&[], window(12_000, 14_000), 14_000);
+    assert_eq!(got, Confirmed { renewed: 0, extended: 1 });
+    assert_eq!(lease_of(&v, &pool), Some(31_500));
+    assert_eq!(v.next_deadline(), Some(31_500 + SKEW));
+    assert_eq!(v.pools().fingerprint(), before, "served content is unchanged");
+    assert!(v.advance(31_000).is_empty(), "the old deadline is gone");
+    // A later stored end read back is taken as it is.
+    let got = v.confirm_leases(&[end(&pool, 40_000)], window(14_000, 16_000), 16_000);
+    assert_eq!(got, Confirmed { renewed: 1, extended: 0 });
+    assert_eq!(lease_of(&v, &pool), Some(40_000));
+}
+
+#[test]
+fn a_short_lease_is_raised_only_to_the_earliest_end_a_recent_write_can_have() {
+    let mut v = View::new(SKEW);
+    // 12 s lease: a renewal written within the lookback may be missing
+    // from the index, and ends no earlier than settled + 12 s.
+    let pool = leased("a", 0, terms(12_000, 4_000));
+    v.apply(pool.clone(), 0);
+    v.confirm_leases(&[], window(4_000, 6_000), 6_000);
+    assert_eq!(lease_of(&v, &pool), Some(12_000), "settled 0 + 12 s is no later");
+    v.confirm_leases(&[], window(10_000, 12_000), 12_000);
+    assert_eq!(lease_of(&v, &pool), Some(14_000), "settled 2 s + 12 s");
+}
+
+#[test]
+fn a_holder_that_stopped_expires_at_its_stored_end() {
+    let mut v = View::new(SKEW);
+    let pool = leased("a", 0, terms(30_000, 10_000));
+    v.apply(pool.clone(), 0);
+    // The stored end is the view's: returned, so nothing is raised.
+    for polled_at in (14_000..=30_000).step_by(2_000) {
+        let got = v.confirm_leases(
+            &[end(&pool, 30_000)],
+            window(polled_at - 2_000, polled_at),
+            polled_at,
+        );
+        assert_eq!(got, Confirmed::default());
+    }
+    assert!(v.advance(30_000 + SKEW - 1).is_empty());
+    assert_eq!(v.advance(30_000 + SKEW).len(), 1);
+}
+
+#[test]
+fn an_end_of_another_version_does_not_count_as_the_records() {
+    let mut v = View::new(SKEW);
+    let pool = leased("a", 0, terms(30_000, 10_000));
+    v.apply(pool.clone(), 0);
+    let mut other = end(&pool, 20_000);
+    other.version = crate::Version::new(0, "r");
+    let got = v.confirm_leases(&[other], window(12_000, 14_000), 14_000);
+    assert_eq!(got.extended, 1, "the view's version is stored beyond the window");
+    assert_eq!(lease_of(&v, &pool), Some(31_500));
+}
+
+#[test]
+fn records_without_terms_are_left_to_the_change_feed() {
+    let mut v = View::new(SKEW);
+    let mut pool = leased("a", 0, terms(30_000, 10_000));
+    pool.terms = None;
+    v.apply(pool.clone(), 0);
+    assert_eq!(v.confirm_leases(&[], window(12_000, 14_000), 14_000), Confirmed::default());
+    assert_eq!(lease_of(&v, &pool), Some(30_000));
+}
+
+#[test]
+fn a_lapsed_lease_renewed_late_is_served_again() {
+    let mut v = View::new(SKEW);
+    let pool = leased("a", 0, terms(12_000, 4_000));
+    v.apply(pool.clone(), 0);
+    assert_eq!(v.advance(12_000 + SKEW).len(), 1);
+    assert!(v.pools().is_empty());
+    // The renewal reached this replica late: absent from a read whose
+    // window holds the view's end, so stored beyond it.
+    let got = v.confirm_leases(&[], window(12_000, 14_000), 14_000);
+    assert_eq!(got.extended, 1);
+    assert_eq!(v.pools().len(), 1, "served again");
+    assert_eq!(lease_of(&v, &pool), Some(16_000));
+    // Once its end is below every window, it is not looked at again.
+    v.advance(16_000 + SKEW);
+    v.confirm_leases(&[], window(30_000, 32_000), 32_000);
+    assert!(v.pools().is_empty());
+    assert!(v.lapsed.is_empty());
+}
+
+#[test]
+fn a_confirmed_lease_is_at_risk_once_a_poll_is_missed() {
+    let mut v = View::new(SKEW);
+    let pool = leased("a", 0, terms(30_000, 10_000));
+    v.apply(pool, 0);
+    v.confirm_leases(&[], window(12_000, 14_000), 14_000);
+    assert_eq!(v.leases_at_risk(14_000 + SKEW + REFRESH, REFRESH), 0);
+    assert_eq!(v.leases_at_risk(14_000 + SKEW + REFRESH + 1, REFRESH), 1);
+    assert_eq!(at_risk_by_brute_force(&v, 14_000 + SKEW + REFRESH + 1, REFRESH), 1);
+}
+
+/// One holder in the model of [`confirmed_views_keep_live_leases_and_drop_dead_ones`].
+struct Holder {
+    record: Record,
+    terms: LeaseTerms,
+    /// `(written_at, lease end)` of its last two writes, the latest last.
+    writes: [(u64, u64); 2],
+    /// When the holder stops renewing, if it does.
+    stops_at: Option<u64>,
+}
+
+impl Holder {
+    fn stored_until(&self) -> u64 {
+        self.writes[1].1
+    }
+
+    /// The index's entry at `now` if it lags writes by `lag`: the last
+    /// write older than that; for a newer one still on its way, the
+    /// previous entry, or none while the moved entry is between its delete
+    /// and its put (`gap_ms` after the write).
+    fn indexed(&self, now: u64, lag: u64, gap_ms: u64) -> Option<u64> {
+        let [(_, before), (written_at, until)] = self.writes;
+        if written_at + lag <= now {
+            Some(until)
+        } else if written_at + gap_ms.min(lag) > now {
+            None
+        } else {
+            Some(before)
+        }
+    }
+}
+
+/// A reader that sees no renewal through the change feed, only through
+/// reads of lease ends from an index that lags writes by up to `max_lag`
+/// (an entry being moved shows its previous end meanwhile, or nothing for
+/// `gap_ms`), polling every 2 s:
+/// - never holds a lease end above the stored one, whatever the lag
+///   within the lookback;
+/// - stops serving a holder that stopped by its stored end plus the skew;
+/// - with an index lag small beside the leases (400 ms here) and no gap,
+///   serves every holder that renews on time at every instant. (The change
+///   feed needs the same of its index: an entry of `changes` missing at a
+///   poll hides a renewal just as one of `lease_ends` does, and a 3 s
+///   lease renewed every second outlives one such poll only by luck.)
+fn run_confirmed_views(max_lag: u64, gap_ms: u64, check_liveness: bool) {
+    let kinds = [
+        terms(30_000, 10_000),
+        terms(6_000, 2_000),
+        terms(3_000, 1_000),
+        terms(20_000, 15_000),
+        terms(120_000, 30_000),
+    ];
+    for seed in 1..=30u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut v = View::new(SKEW);
+        let mut holders: Vec<Holder> = (0..12)
+            .map(|i| {
+                let terms = kinds[rng.below(kinds.len() as u64) as usize];
+                let record = leased(&format!("p{i}"), 0, terms);
+                let stops_at = (rng.below(3) == 0).then(|| 5_000 + rng.below(60_000));
+                let first = (0, terms.duration_ms);
+                Holder { record, terms, writes: [first, first], stops_at }
+            })
+            .collect();
+        for h in &holders {
+            v.apply(h.record.clone(), 0);
+        }
+        let mut previous_poll = 0;
+        let mut next_poll = REFRESH;
+        for now in (100..=90_000u64).step_by(100) {
+            // Holders renew on time, a little early at random.
+            for h in holders.iter_mut() {
+                let due = h.writes[1].0 + h.terms.heartbeat_ms - rng.below(300);
+                if now >= due && h.stops_at.is_none_or(|stop| now < stop) {
+                    h.writes = [h.writes[1], (now, now + h.terms.duration_ms)];
+                }
+            }
+            if now >= next_poll {
+                let w = window(previous_poll, now);
+                let ends: Vec<LeaseEnd> = holders
+                    .iter()
+                    .filter_map(|h| {
+                        let until = h.indexed(now, rng.below(max_lag + 1), gap_ms)?;
+                        (w.from_ms..=w.to_ms).contains(&until).then(|| end(&h.record, until))
+                    })
+                    .collect();
+                v.confirm_leases(&ends, w, now);
+                previous_poll = now;
+                next_poll = now + REFRESH;
+            }
+            v.advance(now);
+            for h in &holders {
+                let held = lease_of(&v, &h.record).unwrap();
+                let stored = h.stored_until();
+                assert!(held <= stored, "seed {seed} at {now}: view {held} above stored {stored}");
+                let served = v.pools().get(&pool_id(&h.record)).is_some();
+                if check_liveness && h.stops_at.is_none_or(|stop| now < stop) {
+                    assert!(
+                        served,
+                        "seed {seed} at {now}: live holder {:?} not served (view {held}, writes {:?}, polled {previous_poll})",
+                        h.terms, h.writes
+                    );
+                }
+                if now >= stored + SKEW {
+                    assert!(!served, "seed {seed} at {now}: dead holder served past its end");
+                }
+            }
+            assert_eq!(at_risk_by_brute_force(&v, now, REFRESH), v.leases_at_risk(now, REFRESH));
+        }
+    }
+}
+
+#[test]
+fn confirmed_views_keep_live_leases_and_drop_dead_ones() {
+    run_confirmed_views(400, 0, true);
+}
+
+#[test]
+fn confirmed_views_never_hold_a_lease_above_the_stored_one_whatever_the_index_lag() {
+    run_confirmed_views(LOOKBACK - 1, LOOKBACK - 1, false);
+}
+
+fn pool_id(record: &Record) -> mcs_api::PoolId {
+    match &record.key {
+        Key::Pool { pool_id } => pool_id.clone(),
+        _ => unreachable!("pools only"),
+    }
+}
