@@ -164,10 +164,13 @@ impl Bench {
     async fn design_poll(&self, now: u64, since: u64) -> anyhow::Result<Reading> {
         let changes = self.measure(self.store.read_changed_since(since)).await?;
         let o = &self.options;
-        let horizon = (o.lease_secs * 1000)
-            .saturating_sub(o.heartbeat_secs * 1000 + o.skew_ms + o.refresh_ms);
-        let ends =
-            self.measure(self.store.read_lease_ends(now - o.lookback_ms, now + horizon)).await?;
+        // The reader's window (crates/mcs-registry/src/reader.rs): from its
+        // last watermark (one refresh ago) less the lookback, to the horizon.
+        let horizon = mcs_core::LeasePolicy::new(o.lease_secs, o.heartbeat_secs)
+            .map_err(anyhow::Error::msg)?
+            .horizon_ms(o.skew_ms, o.refresh_ms, o.lookback_ms);
+        let from = now - o.refresh_ms - o.lookback_ms;
+        let ends = self.measure(self.store.read_lease_ends(from, now + horizon)).await?;
         Ok(Reading {
             records: changes.records + ends.records,
             requests: changes.requests + ends.requests,

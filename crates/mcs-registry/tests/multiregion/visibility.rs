@@ -148,3 +148,93 @@ async fn a_relay_failing_over_mid_lease_stays_live_and_single_in_both_regions() 
     let stats = world.replicator().stats();
     eprintln!("{in_a} beats in A, {in_b} in B; converged {took:?} after the last beat; {stats:?}");
 }
+
+/// Renewals keep `changed_at_ms` (docs/design.md §6, "Renewals and the
+/// change feed"): the other region learns them only from `lease_ends`,
+/// raising the lease it holds to the window's end while the holder renews
+/// on time, and stops serving the pool by its stored lease end once the
+/// holder stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_outside_the_change_feed_keep_a_pool_live_everywhere_until_its_holder_stops() {
+    // A 6 s lease renewed every 2 s, a 1 s lookback: the horizon is
+    // max(6 - 2 - 0.2 - 0.5, 1 + 2 * 0.5) = 3.3 s, and a lease renewed on
+    // time (at least 4 s left) is absent from every read of lease ends.
+    let flags = [
+        ("--lease-duration-secs", "6"),
+        ("--heartbeat-interval-secs", "2"),
+        ("--lookback-ms", "1000"),
+        ("--full-resync-interval-secs", "600"),
+    ];
+    let Some(world) = MultiRegion::start(REGISTRY, "renewals", &[A, B], &flags, 3).await else {
+        return;
+    };
+    const DELAY: Duration = Duration::from_millis(100);
+    world.faults().set_all(&LinkFaults { delay: DELAY, ..LinkFaults::default() });
+    let relay = pool("c1", "renewed", 2, json!({"incarnation": "relay-1"}));
+    let (status, reply) = world.call(A, Method::POST, "/v1/pools", Some(&relay)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["lease"]["duration_secs"], 6, "{reply}");
+    eventually(Duration::from_secs(3), "the pool listed in B", async || {
+        pools_of(&world, B).await == ["renewed"]
+    })
+    .await;
+    let item = async || {
+        let got = world.dynamodb(A).scan().table_name(world.table()).send().await.unwrap();
+        let item = got
+            .items()
+            .iter()
+            .find(|i| {
+                i.get("pk").and_then(|v| v.as_s().ok()).is_some_and(|pk| pk.starts_with("POOL#"))
+            })
+            .cloned()
+            .expect("the pool's item");
+        let n = |name: &str| item[name].as_n().unwrap().parse::<u64>().unwrap();
+        (n("changed_at_ms"), n("lease_until_ms"))
+    };
+    let (registered_at, first_lease) = item().await;
+
+    // Four leases' worth of heartbeats, watched in both regions.
+    let every = Duration::from_millis(25);
+    let observers = [world.observe(A, "pools", every), world.observe(B, "pools", every)];
+    let until = Instant::now() + Duration::from_secs(24);
+    let mut last_beat = Instant::now();
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (status, reply) = world.call(A, Method::POST, "/v1/pools", Some(&relay)).await;
+        assert_eq!(status, StatusCode::OK, "heartbeat: {reply}");
+        last_beat = Instant::now();
+    }
+    let (changed_at, lease) = item().await;
+    assert_eq!(changed_at, registered_at, "renewals keep changed_at_ms");
+    assert!(lease >= first_lease + 20_000, "renewals move the lease: {first_lease} -> {lease}");
+
+    // The holder stops: B serves the pool until its stored end (6 s after
+    // the last renewal) and not much longer.
+    eventually(Duration::from_secs(10), "the pool gone from B", async || {
+        pools_of(&world, B).await.is_empty()
+    })
+    .await;
+    let gone_after = last_beat.elapsed();
+    let [in_a, in_b] = observers;
+    let (seen_a, seen_b) = (in_a.finish().await, in_b.finish().await);
+    for (region, seen) in [(A, &seen_a), (B, &seen_b)] {
+        let live: Vec<Observation> = seen.iter().filter(|o| o.at <= last_beat).cloned().collect();
+        let (gaps, max_count) = gaps(&live, "renewed");
+        assert!(live.len() > 200, "{region} observed {} times", live.len());
+        assert_eq!(max_count, 1, "{region} lists the pool once");
+        assert!(gaps.is_empty(), "{region} served the pool all along while renewed: {gaps:?}");
+        assert!(live.iter().all(|o| o.complete), "{region} stays complete");
+    }
+    let lease = Duration::from_secs(6);
+    assert!(
+        gone_after >= lease - Duration::from_millis(600),
+        "B dropped the pool {gone_after:?} after its last renewal, before its stored end"
+    );
+    assert!(
+        gone_after <= lease + SKEW + Duration::from_millis(500) + DELAY + Duration::from_secs(2),
+        "B served the pool {gone_after:?} after its last renewal"
+    );
+    let extended = world.metric(B, r#"mcs_reader_leases_confirmed_total{how="extended"}"#).await;
+    assert!(extended > 0.0, "B raised the lease from reads of lease ends");
+    eprintln!("B dropped the pool {gone_after:?} after the last renewal; {extended} raises in B");
+}
