@@ -39,7 +39,10 @@ async fn new_store(name: &str) -> Option<DynamoStore> {
     let sdk = sdk_config(Some(&endpoint)).await;
     let table = unique_table(name);
     migrate(&Client::new(&sdk), &table).await.unwrap();
-    Some(DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap())
+    let store = DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap();
+    // As the registry does at startup: the store writes by the version read.
+    store.ensure_schema().await.unwrap();
+    Some(store)
 }
 
 fn quick(mut config: DynamoConfig) -> DynamoConfig {
