@@ -168,7 +168,12 @@ impl fmt::Display for MigrationReport {
             let from = self.from_version.map_or_else(|| "none".to_owned(), |v| v.to_string());
             writeln!(f, "table {}: schema version {from} -> {}", self.table, self.to_version)?;
             for m in &self.applied {
-                writeln!(f, "  {:04} {}: {}", m.version, m.description, m.actions.join("; "))?;
+                let actions = if m.actions.is_empty() {
+                    "no table change".to_owned()
+                } else {
+                    m.actions.join("; ")
+                };
+                writeln!(f, "  {:04} {}: {actions}", m.version, m.description)?;
             }
         }
         for action in &self.repaired {

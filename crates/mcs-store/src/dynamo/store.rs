@@ -241,7 +241,10 @@ impl Store for DynamoStore {
     /// the lease end, its terms and the TTL as `put` would write them, and
     /// leaves `changed_at_ms` as stored (returned). Only on a table at
     /// schema 3 on (`renewals_keep_changed_at`); `None` without a request
-    /// before, and when the condition refuses.
+    /// before, when the condition refuses, and when DynamoDB refuses the
+    /// request itself (`Other`: not transient, e.g. a role without
+    /// `UpdateItem`; logged, counted as `error`), so that the put the
+    /// caller then makes keeps the lease.
     async fn renew(&self, record: &Record, _now_ms: u64) -> Result<Option<u64>, StoreError> {
         const OP: &str = "renew";
         if !self.renewals_keep_changed_at() {
@@ -300,7 +303,16 @@ impl Store for DynamoStore {
                     return Ok(None);
                 }
                 record_request_metrics(OP, started, "error");
-                Err(errors::from_sdk(OP, &self.target, err))
+                match errors::from_sdk(OP, &self.target, err) {
+                    // Not transient (an UpdateItem the role may not make,
+                    // say): the caller's put writes the renewal as before,
+                    // which readers at any version learn from the feed.
+                    StoreError::Other(error) => {
+                        warn!(%error, "renewal in place failed; writing it with a put");
+                        Ok(None)
+                    }
+                    error => Err(error),
+                }
             }
         }
     }
