@@ -34,6 +34,15 @@ fn record_reads(op: &'static str, capacity: Option<&ConsumedCapacity>) {
     }
 }
 
+/// Records a write of `op` begun at `started` that succeeded, and the
+/// capacity it consumed.
+fn record_written(op: &'static str, started: Instant, capacity: Option<&ConsumedCapacity>) {
+    record_request_metrics(op, started, "ok");
+    if let Some(u) = units(capacity) {
+        crate::metrics::write_units(op, u);
+    }
+}
+
 /// Decodes an item of a multi-item read; what cannot be read is skipped.
 fn readable(item: Item) -> Option<Record> {
     if item::is_meta(&item) {
@@ -216,10 +225,7 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(out) => {
-                record_request_metrics(OP, started, "ok");
-                if let Some(u) = units(out.consumed_capacity()) {
-                    crate::metrics::write_units(OP, u);
-                }
+                record_written(OP, started, out.consumed_capacity());
                 Ok(PutOutcome::Applied)
             }
             Err(err) => {
@@ -286,10 +292,7 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(out) => {
-                record_request_metrics(OP, started, "ok");
-                if let Some(u) = units(out.consumed_capacity()) {
-                    crate::metrics::write_units(OP, u);
-                }
+                record_written(OP, started, out.consumed_capacity());
                 let stored = out.attributes.unwrap_or_default();
                 let changed_at = item::changed_at_of(&stored)
                     .map_err(|e| StoreError::Corrupt(format!("renewal of {}: {e}", record.key)))?;

@@ -87,22 +87,12 @@ async fn serve(mut client: TcpStream, upstream: &str, counts: &Counts) -> io::Re
         };
         let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
         if counts.deny.as_ref().is_some_and(|d| head.contains(d.as_str())) {
-            let response = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
-                 x-amzn-requestid: denied\r\ncontent-length: {}\r\n\r\n{DENIED_BODY}",
-                DENIED_BODY.len()
-            );
-            client.write_all(response.as_bytes()).await?;
+            refuse(&mut client, "denied", DENIED_BODY).await?;
             continue;
         }
         if counts.seen.fetch_add(1, Ordering::SeqCst) < counts.throttle_first {
             counts.throttled.fetch_add(1, Ordering::SeqCst);
-            let response = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
-                 x-amzn-requestid: throttled\r\ncontent-length: {}\r\n\r\n{THROTTLED_BODY}",
-                THROTTLED_BODY.len()
-            );
-            client.write_all(response.as_bytes()).await?;
+            refuse(&mut client, "throttled", THROTTLED_BODY).await?;
             continue;
         }
         counts.forwarded.fetch_add(1, Ordering::SeqCst);
@@ -114,6 +104,16 @@ async fn serve(mut client: TcpStream, upstream: &str, counts: &Counts) -> io::Re
         client.shutdown().await?;
         return Ok(());
     }
+}
+
+/// Answers a request with a DynamoDB error `body` (a 400).
+async fn refuse(client: &mut TcpStream, request_id: &str, body: &str) -> io::Result<()> {
+    let response = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
+         x-amzn-requestid: {request_id}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(response.as_bytes()).await
 }
 
 /// One request (head and `content-length` body) or `None` at end of stream.
