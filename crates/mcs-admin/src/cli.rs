@@ -97,6 +97,12 @@ pub struct MigrateArgs {
     /// --dynamodb-endpoint would otherwise create an empty table there).
     #[arg(long)]
     pub create: bool,
+    /// Stop at this schema version (default: this binary's): a rolling
+    /// upgrade migrates to the version the running registries accept
+    /// first (docs/operations.md). A table already there or beyond has
+    /// nothing to do.
+    #[arg(long, value_name = "VERSION", value_parser = clap::value_parser!(u32).range(1..))]
+    pub to: Option<u32>,
 }
 
 impl Command {
@@ -279,7 +285,10 @@ mod tests {
         for cli in [before.unwrap(), after.unwrap()] {
             assert_eq!(cli.global.store.table.as_deref(), Some("t"));
             assert_eq!(cli.global.output, Format::Json);
-            assert!(matches!(cli.command, Command::Migrate(MigrateArgs { create: false })));
+            assert!(matches!(
+                cli.command,
+                Command::Migrate(MigrateArgs { create: false, to: None })
+            ));
         }
     }
 

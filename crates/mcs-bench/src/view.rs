@@ -184,6 +184,35 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             .collect()
     });
 
+    // Every pool renewing on time with renewals outside the change feed:
+    // each poll's read of lease ends is empty and every lease is raised
+    // (docs/design.md §6, "Renewals and the change feed").
+    let mut renewing = View::new(1000);
+    let terms = mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 };
+    for i in 0..n {
+        let mut record = pool_record(i, 4, Version::new(1, "w"), NOW, NOW + 30_000);
+        record.terms = Some(terms);
+        renewing.apply(record, NOW);
+    }
+    let (refresh, lookback, horizon) = (2_000, 10_000, 17_000);
+    let confirm: Vec<f64> = (1..=options.scratch_reps.max(1) as u64)
+        .map(|poll| {
+            let polled_at = NOW + poll * refresh;
+            let window = mcs_core::view::LeaseWindow {
+                from_ms: polled_at - refresh - lookback,
+                to_ms: polled_at + horizon,
+                settled_ms: polled_at - lookback,
+                polled_at_ms: polled_at,
+            };
+            let started = Instant::now();
+            let confirmed = renewing.confirm_leases(&[], window, polled_at);
+            let took = report::us(started.elapsed());
+            assert!(poll < 7 || confirmed.extended == n, "every lease raised: {confirmed:?}");
+            took
+        })
+        .collect();
+    drop(renewing);
+
     let stats = |s: &[f64]| {
         Stats::of(s).unwrap_or(Stats { n: 0, min: 0.0, p50: 0.0, p99: 0.0, max: 0.0, mean: 0.0 })
     };
@@ -202,6 +231,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                  {clusters} clusters, {exports} exports of {imports} services, pools)"
             ),
             stats(&apply_exports),
+        ),
+        (
+            format!("confirm_leases, {n} pools renewing: empty read, every lease raised"),
+            stats(&confirm[6..]),
         ),
     ];
     let mut table =

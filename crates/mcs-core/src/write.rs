@@ -172,6 +172,17 @@ impl PlannedWrite {
         }
     }
 
+    /// Whether the write, judged `decision` ([`PlannedWrite::judge`]),
+    /// renews the held record: its version and content (owner and payload)
+    /// with a lease, i.e. a heartbeat. A store may write it in place,
+    /// keeping the stored `changed_at_ms` (`mcs_store::Store::renew`,
+    /// docs/design.md §6).
+    pub fn is_renewal(&self, decision: &WriteDecision) -> bool {
+        *decision == WriteDecision::Renew
+            && !self.record.is_tombstone()
+            && self.record.lease_until_ms.is_some_and(|l| l > 0)
+    }
+
     /// The conditional write refused the record as stale, `stored` being
     /// what it holds. The clock observes it; a registrar-assigned
     /// generation is retried once with a fresh one (another writer's clock
@@ -330,6 +341,28 @@ mod tests {
         assert_eq!(planned.record().version, held.version, "same content: same version");
         assert_eq!(planned.record().changed_at_ms, NOW + 501, "after the held write");
         assert_eq!(planned.judge(Some(&held), NOW, decide), Ok(WriteDecision::Renew));
+        assert!(planned.is_renewal(&WriteDecision::Renew), "a heartbeat of a leased record");
+        assert!(!planned.is_renewal(&WriteDecision::Apply));
+    }
+
+    #[test]
+    fn only_a_leased_heartbeat_is_a_renewal() {
+        let held = mk_pool("a", 7, "reg-0", Some("x"), Some(NOW + 1_000));
+        let plan = |intent: Intent, held: Option<&Record>| {
+            PlannedWrite::plan(intent, held, true, NOW, "reg", &mut Hlc::default()).unwrap()
+        };
+        let mut changed = intent_like(&held, Some("x"), None);
+        changed.body = mk_pool("b", 1, "w", None, None).body;
+        let content_change = plan(changed, Some(&held));
+        let decision = content_change.judge(Some(&held), NOW, decide).unwrap();
+        assert!(!content_change.is_renewal(&decision), "a new generation: {decision:?}");
+        let mut leaseless = intent_like(&held, Some("x"), None);
+        leaseless.lease_until_ms = None;
+        let unleased = plan(leaseless, Some(&held));
+        assert!(!unleased.is_renewal(&WriteDecision::Renew), "no lease to renew");
+        let tomb = mk_tombstone("a", 7, "reg-0");
+        let retry = plan(intent_like(&tomb, None, Some(7)), Some(&tomb));
+        assert!(!retry.is_renewal(&WriteDecision::Renew), "a tombstone is not renewed");
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! Generations: a client that orders its own intents sends one (its writer is
 //! then its incarnation); otherwise the registrar's hybrid logical clock
 //! assigns one. A heartbeat that changes nothing reuses the stored version,
-//! so it extends the lease without a new generation or fingerprint.
+//! so it extends the lease without a new generation or fingerprint, and is
+//! written first as a renewal in place ([`Store::renew`]): the stored
+//! `changed_at_ms` is kept, so it stays out of the change feed
+//! (docs/design.md §6); where the store will not (another item, a table at
+//! schema 2) it is written as any other write.
 
 use crate::clock::Clock;
 use crate::live::LiveView;
@@ -230,19 +234,44 @@ impl Registrar {
             )?
         };
         loop {
-            write.judge(self.view.read().record(&write.record().key), now, decide)?;
-            match self.with_timeout(self.store.put(write.record(), now)).await? {
-                PutOutcome::Applied => {
+            let decision =
+                write.judge(self.view.read().record(&write.record().key), now, decide)?;
+            let renewal = write.is_renewal(&decision);
+            match self.with_timeout(self.store_write(write.record(), renewal, now)).await? {
+                Written::Renewed { changed_at_ms } => {
+                    let mut record = write.into_record();
+                    record.changed_at_ms = changed_at_ms;
+                    self.view.apply(record.clone());
+                    return Ok(record);
+                }
+                Written::Put(PutOutcome::Applied) => {
                     let record = write.into_record();
                     self.view.apply(record.clone());
                     return Ok(record);
                 }
-                PutOutcome::Stale { stored } => write.stale(stored, now, &mut self.hlc())?,
-                PutOutcome::Owned { owner, until_ms } => {
+                Written::Put(PutOutcome::Stale { stored }) => {
+                    write.stale(stored, now, &mut self.hlc())?
+                }
+                Written::Put(PutOutcome::Owned { owner, until_ms }) => {
                     return Err(WriteError::Owned { owner, until_ms });
                 }
             }
         }
+    }
+
+    /// One write of `record`: a `renewal` is first tried in place
+    /// ([`Store::renew`], keeping the stored `changed_at_ms`); anything
+    /// else, or a renewal the store does not take, is one conditional put.
+    async fn store_write(
+        &self,
+        record: &Record,
+        renewal: bool,
+        now: u64,
+    ) -> Result<Written, StoreError> {
+        if renewal && let Some(changed_at_ms) = self.store.renew(record, now).await? {
+            return Ok(Written::Renewed { changed_at_ms });
+        }
+        Ok(Written::Put(self.store.put(record, now).await?))
     }
 
     fn hlc(&self) -> MutexGuard<'_, Hlc> {
@@ -274,6 +303,14 @@ impl Registrar {
     }
 }
 
+/// What [`Registrar::store_write`] did.
+enum Written {
+    /// Renewed in place; the stored `changed_at_ms`, kept.
+    Renewed { changed_at_ms: u64 },
+    /// Put (or refused).
+    Put(PutOutcome),
+}
+
 fn count(kind: mcs_core::Kind, result: &Result<Record, WriteError>) {
     let outcome = match result {
         Ok(_) => "applied",
@@ -287,4 +324,86 @@ fn count(kind: mcs_core::Kind, result: &Result<Record, WriteError>) {
     };
     metrics::counter!(m::REGISTRAR_WRITES, "kind" => kind.as_str(), "outcome" => outcome)
         .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use mcs_core::HoldPolicy;
+    use mcs_core::fixtures::{pool, pool_key};
+    use mcs_store::MemoryStore;
+
+    const NOW: u64 = 1_767_225_600_000;
+
+    struct Fixture {
+        store: Arc<MemoryStore>,
+        view: Arc<LiveView>,
+        clock: Arc<ManualClock>,
+        registrar: Registrar,
+    }
+
+    fn fixture() -> Fixture {
+        let store = Arc::new(MemoryStore::new());
+        let clock = Arc::new(ManualClock::new(NOW));
+        let hold = HoldPolicy {
+            threshold: 1.0,
+            min_count: 2,
+            window_ms: 0,
+            renewal_slack_ms: 0,
+            max_hold_ms: 0,
+        };
+        let view = Arc::new(LiveView::new(0, 60_000, hold, clock.clone()));
+        view.replace_all(vec![], NOW);
+        view.mark_poll(crate::live::PollOutcome::FullRead);
+        let lease = LeasePolicy::new(30, 10).unwrap();
+        let registrar = Registrar::new(
+            store.clone(),
+            view.clone(),
+            "reg-0".into(),
+            lease,
+            Duration::from_secs(5),
+            60_000,
+        );
+        Fixture { store, view, clock, registrar }
+    }
+
+    fn heartbeat(model: &str) -> Intent {
+        Intent {
+            key: Key::Pool { pool_id: pool_key("p").id() },
+            body: Body::Pool(pool("p", model)),
+            incarnation: Some(Incarnation::new("inc-1").unwrap()),
+            generation: None,
+            leased: true,
+            lease: None,
+        }
+    }
+
+    /// A heartbeat (same content) renews the lease in place: the stored
+    /// and the returned record keep the first write's changed_at_ms, the
+    /// view holds the later lease; a content change moves changed_at_ms.
+    #[tokio::test]
+    async fn a_heartbeat_keeps_changed_at_and_a_content_change_moves_it() {
+        let f = fixture();
+        let first = f.registrar.write(heartbeat("m")).await.unwrap();
+        assert_eq!(first.changed_at_ms, NOW);
+
+        f.clock.advance(10_000);
+        let beat = f.registrar.write(heartbeat("m")).await.unwrap();
+        assert_eq!(beat.version, first.version, "a heartbeat keeps the version");
+        assert_eq!(beat.changed_at_ms, NOW, "and the write time of the content");
+        assert_eq!(beat.lease_until_ms, Some(NOW + 40_000), "the lease moves");
+        let stored = f.store.get(&first.key).await.unwrap().unwrap();
+        assert_eq!(stored, beat, "stored as answered");
+        assert!(f.store.read_changed_since(NOW).await.unwrap().is_empty(), "not a change");
+        let held = f.view.read().record(&first.key).cloned().unwrap();
+        assert_eq!(held, beat, "read-your-writes: the view holds the renewal");
+
+        f.clock.advance(10_000);
+        let changed = f.registrar.write(heartbeat("m2")).await.unwrap();
+        assert!(changed.version > first.version, "a new generation");
+        assert_eq!(changed.changed_at_ms, NOW + 20_000, "a content change moves changed_at");
+        assert_eq!(f.store.read_changed_since(NOW).await.unwrap(), vec![changed.clone()]);
+        assert_eq!(f.view.read().record(&first.key), Some(&changed));
+    }
 }

@@ -225,7 +225,9 @@ async fn open_store(
 const TABLE_BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(15));
 
 /// Waits until `table` answers at a schema version this binary may use
-/// (`DynamoStore::ensure_schema`: its own, or one additive migration ahead),
+/// (`DynamoStore::ensure_schema`: its own, one behind in compatibility mode
+/// (renewals still move `changed_at_ms`), or one additive migration ahead;
+/// the store writes by the version read),
 /// checking again with backoff, one log line per failed check. Every
 /// failure is retried, not only an unreachable endpoint: a missing or
 /// unmigrated table is usually a migration job still running, a table too
@@ -250,6 +252,17 @@ pub async fn wait_for_table(
                     binary_schema_version = mcs_store::dynamo::SCHEMA_VERSION,
                     "table is one additive migration ahead of this binary: serving it (N-1/N); \
                      finish the rollout"
+                );
+                return Ok(true);
+            }
+            Ok(version) if version < mcs_store::dynamo::SCHEMA_VERSION => {
+                tracing::warn!(
+                    target_table = %table.target(),
+                    schema_version = version,
+                    binary_schema_version = mcs_store::dynamo::SCHEMA_VERSION,
+                    "table is behind this binary: serving it in compatibility mode (renewals \
+                     move changed_at_ms as before); once every registry runs this release, run \
+                     mcs-admin migrate"
                 );
                 return Ok(true);
             }

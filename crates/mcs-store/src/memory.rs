@@ -59,6 +59,34 @@ impl Store for MemoryStore {
         }
     }
 
+    /// The renewal in place, atomically under the lock: the stored record
+    /// of the key at `record`'s version and content (digest: owner and
+    /// payload) with an earlier lease end takes `record`'s lease end and
+    /// terms and keeps its `changed_at_ms`.
+    async fn renew(&self, record: &Record, _now_ms: u64) -> Result<Option<u64>, StoreError> {
+        crate::dynamo::check_record_size(record)?;
+        let mut items = self.items()?;
+        let Some(stored) = items.get_mut(&record.key) else {
+            return Ok(None);
+        };
+        let renews = record.lease_until_ms.is_some_and(|l| l > 0)
+            && !stored.is_tombstone()
+            && stored.version == record.version
+            && stored.content_digest() == record.content_digest()
+            && renewal_extends(stored, record);
+        if !renews {
+            return Ok(None);
+        }
+        stored.lease_until_ms = record.lease_until_ms;
+        stored.terms = record.terms;
+        Ok(Some(stored.changed_at_ms))
+    }
+
+    /// Always: one process, no readers of another version.
+    fn renewals_keep_changed_at(&self) -> bool {
+        true
+    }
+
     async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
         Ok(self.items()?.get(key).cloned())
     }

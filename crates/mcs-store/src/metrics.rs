@@ -22,7 +22,8 @@ pub const WRITE_CAPACITY_MILLIUNITS_TOTAL: &str = "mcs_store_write_capacity_mill
 /// written by a newer binary; `undecodable`: malformed).
 pub const ITEMS_SKIPPED_TOTAL: &str = "mcs_store_items_skipped_total";
 
-/// Label: the storage operation (`put`, `get`, `scan`, `query_changes`, …).
+/// Label: the storage operation (`put`, `renew`, `get`, `scan`,
+/// `query_changes`, …).
 pub const LABEL_OP: &str = "op";
 /// Label: how a request ended.
 pub const LABEL_OUTCOME: &str = "outcome";
@@ -64,7 +65,7 @@ pub(crate) fn request(op: &'static str, outcome: &'static str, elapsed: Duration
 /// outcome may be `refused`), as the series label them.
 pub const READ_OPS: [&str; 5] = ["get", "scan", "query_changes", "query_lease_ends", "get_schema"];
 /// See [`READ_OPS`].
-pub const WRITE_OPS: [&str; 2] = ["put", "put_schema"];
+pub const WRITE_OPS: [&str; 3] = ["put", "renew", "put_schema"];
 
 /// Every reason of [`ITEMS_SKIPPED_TOTAL`].
 pub const SKIP_REASONS: [&str; 2] = ["payload_version", "undecodable"];

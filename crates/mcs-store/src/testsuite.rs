@@ -11,7 +11,7 @@
 
 use crate::{LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size};
 use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool, pool_key};
-use mcs_core::{Body, Key, Record, Version};
+use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use std::sync::Arc;
 
 /// Expands to the conformance suite for the store built by `$make`; with
@@ -37,6 +37,8 @@ macro_rules! store_conformance_suite {
             changed_since_returns_exactly_the_later_writes,
             lease_ends_are_exactly_the_stored_leases_in_the_window,
             an_item_over_the_size_limit_is_refused_naming_its_field,
+            a_renewal_in_place_keeps_changed_at_and_moves_the_lease,
+            a_renewal_in_place_is_refused_unless_it_renews_the_stored_record,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -249,6 +251,90 @@ pub async fn lease_ends_are_exactly_the_stored_leases_in_the_window(store: Arc<d
     assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(ends(&window(0, 15_000).await), Vec::<u64>::new());
     assert_eq!(ends(&window(65_000, 75_000).await), vec![70_000]);
+}
+
+/// `record` with lease terms `(duration_ms, heartbeat_ms)`.
+fn with_terms(mut record: Record, terms: Option<(u64, u64)>) -> Record {
+    record.terms =
+        terms.map(|(duration_ms, heartbeat_ms)| LeaseTerms { duration_ms, heartbeat_ms });
+    record
+}
+
+/// `Store::renew` of the stored version and content with a later lease
+/// (a heartbeat) moves the lease end and its terms, and keeps
+/// `changed_at_ms` (returned): the renewal is in every read but the change
+/// feed (docs/design.md §6). Terms absent from the renewal are removed.
+pub async fn a_renewal_in_place_keeps_changed_at_and_moves_the_lease(store: Arc<dyn Store>) {
+    assert!(store.renewals_keep_changed_at(), "the suite's stores are at the current schema");
+    let first = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(10_000)), 1_000), Some((9, 3)));
+    assert_eq!(store.put(&first, 1_000).await.unwrap(), PutOutcome::Applied);
+    let beat = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 11_000), Some((10, 4)));
+    assert_eq!(store.renew(&beat, 9_000).await.unwrap(), Some(1_000));
+    let renewed = at(beat.clone(), 1_000);
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(renewed.clone()));
+    assert_eq!(store.read_all().await.unwrap(), vec![renewed.clone()]);
+    assert_eq!(
+        store.read_lease_ends(15_000, 25_000).await.unwrap(),
+        vec![LeaseEnd {
+            key: first.key.clone(),
+            version: first.version.clone(),
+            lease_until_ms: 20_000
+        }]
+    );
+    assert!(store.read_lease_ends(0, 15_000).await.unwrap().is_empty(), "the old end is gone");
+    assert!(
+        store.read_changed_since(1_000).await.unwrap().is_empty(),
+        "a renewal in place is not a change"
+    );
+    assert_eq!(store.read_changed_since(999).await.unwrap(), vec![renewed]);
+    let termless = at(mk_pool("a", 3, "w", Some("x"), Some(30_000)), 12_000);
+    assert_eq!(store.renew(&termless, 10_000).await.unwrap(), Some(1_000));
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(at(termless, 1_000)), "terms removed");
+}
+
+/// `Store::renew` writes nothing and answers `None` unless the stored
+/// record is the renewal's version and content with an earlier lease:
+/// other content, another owner, another version, a lease not later, a
+/// tombstone (stored or renewed) and a missing item are refused.
+pub async fn a_renewal_in_place_is_refused_unless_it_renews_the_stored_record(
+    store: Arc<dyn Store>,
+) {
+    let stored = at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 1_000);
+    store.put(&stored, 1_000).await.unwrap();
+    let mut tomb = at(mk_tombstone("t", 3, "w"), 1_000);
+    tomb.owner = Some("x".into());
+    store.put(&tomb, 1_000).await.unwrap();
+    let later = |mut r: Record| {
+        r.lease_until_ms = Some(30_000);
+        at(r, 2_000)
+    };
+    let mut other_content = later(stored.clone());
+    other_content.body = Body::Pool(pool("a", "another-model"));
+    let mut other_owner = later(stored.clone());
+    other_owner.owner = Some("y".into());
+    let mut over_tomb = later(mk_pool("t", 3, "w", Some("x"), None));
+    over_tomb.owner = Some("x".into());
+    let cases = [
+        ("other content", other_content),
+        ("another owner", other_owner),
+        ("a newer generation", later(mk_pool("a", 4, "w", Some("x"), None))),
+        ("an older generation", later(mk_pool("a", 2, "w", Some("x"), None))),
+        ("another writer", later(mk_pool("a", 3, "v", Some("x"), None))),
+        ("the same lease end", at(stored.clone(), 2_000)),
+        ("an earlier lease end", at(mk_pool("a", 3, "w", Some("x"), Some(15_000)), 2_000)),
+        ("no lease", at(mk_pool("a", 3, "w", Some("x"), None), 2_000)),
+        ("a tombstone", at(tomb.clone(), 2_000)),
+        ("over a stored tombstone", over_tomb),
+        ("a missing item", later(mk_pool("missing", 3, "w", Some("x"), None))),
+    ];
+    for (case, renewal) in cases {
+        assert_eq!(store.renew(&renewal, 1_500).await.unwrap(), None, "{case}");
+    }
+    let mut all = store.read_all().await.unwrap();
+    all.sort_by_key(|r| r.key.clone());
+    let mut want = vec![stored.clone(), tomb];
+    want.sort_by_key(|r| r.key.clone());
+    assert_eq!(all, want, "nothing written");
 }
 
 /// An export of `n` copies of one endpoint.

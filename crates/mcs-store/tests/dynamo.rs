@@ -39,7 +39,10 @@ async fn new_store(name: &str) -> Option<DynamoStore> {
     let sdk = sdk_config(Some(&endpoint)).await;
     let table = unique_table(name);
     migrate(&Client::new(&sdk), &table).await.unwrap();
-    Some(DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap())
+    let store = DynamoStore::from_sdk_config(&sdk, quick(DynamoConfig::new(table))).unwrap();
+    // As the registry does at startup: the store writes by the version read.
+    store.ensure_schema().await.unwrap();
+    Some(store)
 }
 
 fn quick(mut config: DynamoConfig) -> DynamoConfig {
@@ -288,6 +291,26 @@ async fn throttling_past_the_attempts_is_unavailable() {
     assert_eq!(proxy.forwarded(), 0);
 }
 
+/// A role without `UpdateItem` (a rollout that missed the policy change):
+/// each renewal in place fails, is answered `None`, and the put that
+/// follows writes the renewal as before.
+#[tokio::test]
+async fn a_renewal_in_place_denied_falls_back_to_a_put() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let proxy = ThrottleProxy::denying(&endpoint, "UpdateItem").await;
+    let store = store_behind(&proxy, &endpoint, 2).await;
+    assert_eq!(store.ensure_schema().await.unwrap(), mcs_store::dynamo::SCHEMA_VERSION);
+    let first = at(mk_pool("a", 5, "w", Some("x"), Some(10_000)), 1_000);
+    assert_eq!(store.put(&first, 1_000).await.unwrap(), PutOutcome::Applied);
+    let beat = at(mk_pool("a", 5, "w", Some("x"), Some(20_000)), 2_000);
+    assert_eq!(store.renew(&beat, 2_000).await.unwrap(), None);
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(first.clone()), "nothing renewed");
+    assert_eq!(store.put(&beat, 2_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&first.key).await.unwrap(), Some(beat));
+}
+
 #[tokio::test]
 async fn requests_and_consumed_capacity_are_recorded() {
     let recorder = MemoryRecorder::global();
@@ -300,8 +323,13 @@ async fn requests_and_consumed_capacity_are_recorded() {
     store.get(&record.key).await.unwrap();
     store.read_all().await.unwrap();
     store.read_changed_since(0).await.unwrap();
+    let renewal = at(mk_pool("a", 1, "w", None, Some(1 << 41)), 1_000);
+    assert!(store.renew(&renewal, 1_000).await.unwrap().is_some());
+    assert!(store.renew(&renewal, 1_000).await.unwrap().is_none(), "not later: refused");
 
     // Other tests of this binary record too: counts are lower bounds.
+    assert!(recorder.counter("mcs_store_requests_total{op=renew,outcome=ok}") >= 1);
+    assert!(recorder.counter("mcs_store_requests_total{op=renew,outcome=refused}") >= 1);
     assert!(recorder.counter("mcs_store_requests_total{op=put,outcome=ok}") >= 1);
     assert!(recorder.counter("mcs_store_requests_total{op=put,outcome=refused}") >= 1);
     assert!(recorder.counter("mcs_store_requests_total{op=scan,outcome=ok}") >= 4, "4 segments");
@@ -312,6 +340,7 @@ async fn requests_and_consumed_capacity_are_recorded() {
     assert!(!recorder.samples("mcs_store_request_duration_seconds{op=get}").is_empty());
     for id in [
         "mcs_store_write_capacity_milliunits_total{op=put}",
+        "mcs_store_write_capacity_milliunits_total{op=renew}",
         "mcs_store_read_capacity_milliunits_total{op=get}",
         "mcs_store_read_capacity_milliunits_total{op=scan}",
         "mcs_store_read_capacity_milliunits_total{op=query_changes}",

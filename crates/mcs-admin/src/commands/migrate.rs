@@ -3,7 +3,8 @@
 //! what it did. A second run has nothing to do; a table at a newer schema
 //! than this binary is left alone and reported (exit 1). An absent table is
 //! created only with `--create`: without it, migrate exits 1 naming the
-//! region and endpoint where it looked.
+//! region and endpoint where it looked. `--to N` stops at version N (a
+//! rolling upgrade, docs/operations.md).
 
 use super::DEFAULT_RETENTION;
 use crate::Exit;
@@ -45,7 +46,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &MigrateArgs) -> anyhow::Resu
             target.endpoint
         );
     }
-    let report = match store.migrate().await {
+    let report = match store.migrate_to(args.to).await {
         Ok(report) => report,
         Err(StoreError::SchemaTooNew { found, known }) => anyhow::bail!(
             "table {} is at schema version {found}, newer than this mcs-admin knows ({known}): \

@@ -22,8 +22,8 @@ async fn describe_counts_items_and_reports_the_table() {
 
     let json = t.admin(&["describe", "-o", "json"]).expect(0).json();
     assert_eq!(json["table"], t.table.as_str());
-    assert_eq!(json["schema_version"], 1);
-    assert_eq!(json["binary_schema_version"], 1);
+    assert_eq!(json["schema_version"], mcs_store::dynamo::SCHEMA_VERSION);
+    assert_eq!(json["binary_schema_version"], mcs_store::dynamo::SCHEMA_VERSION);
     assert_eq!(json["status"], "ACTIVE");
     assert_eq!(json["changes_index"], "ACTIVE");
     assert_eq!(json["ttl_status"], "ENABLED");
@@ -44,8 +44,10 @@ async fn describe_counts_items_and_reports_the_table() {
     );
 
     let table = t.admin(&["describe"]).expect(0).stdout;
+    let schema =
+        format!("schema version    {0} (this binary: {0})", mcs_store::dynamo::SCHEMA_VERSION);
     for line in [
-        "schema version    1 (this binary: 1)",
+        schema.as_str(),
         "changes index     ACTIVE",
         "ttl               ENABLED on ttl",
         "stream            NEW_AND_OLD_IMAGES",

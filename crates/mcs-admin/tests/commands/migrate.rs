@@ -28,6 +28,35 @@ async fn migrate_twice_then_nothing_to_do() {
     assert_eq!(t.store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
 }
 
+/// A rolling upgrade (docs/operations.md): `--to 2` stops there, a second
+/// run too; then `migrate` finishes; a version this binary does not know
+/// is refused.
+#[tokio::test]
+async fn migrate_to_stops_at_the_version_asked() {
+    let Some(t) = Fixture::unmigrated("migrate-to").await else { return };
+    let two = t.admin(&["migrate", "--create", "--to", "2"]).expect(0);
+    assert!(two.stdout.contains("schema version none -> 2"), "{}", two.stdout);
+    assert!(!two.stdout.contains("0003"), "{}", two.stdout);
+    assert_eq!(t.store.schema_version().await.unwrap(), Some(2));
+    let again = t.admin(&["migrate", "--to", "2"]).expect(0);
+    assert!(again.stdout.ends_with("at schema version 2: nothing to do\n"), "{}", again.stdout);
+    let unknown = t.admin(&["migrate", "--to", &(SCHEMA_VERSION + 1).to_string()]).expect(1);
+    assert!(
+        unknown.stderr.contains(&format!("this binary knows versions 1 to {SCHEMA_VERSION}")),
+        "{}",
+        unknown.stderr
+    );
+    t.admin(&["migrate", "--to", "0"]).expect(2);
+    let rest = t.admin(&["migrate"]).expect(0);
+    assert!(
+        rest.stdout.contains(&format!("schema version 2 -> {SCHEMA_VERSION}")),
+        "{}",
+        rest.stdout
+    );
+    assert!(rest.stdout.contains("0003 renewals keep changed_at_ms"), "{}", rest.stdout);
+    assert_eq!(t.store.schema_version().await.unwrap(), Some(SCHEMA_VERSION));
+}
+
 #[tokio::test]
 async fn an_absent_table_is_created_only_with_create() {
     let Some(t) = Fixture::unmigrated("absent").await else { return };

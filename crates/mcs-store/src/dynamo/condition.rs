@@ -17,6 +17,12 @@
 //!                                                           generation of an owned record)
 //! ```
 //!
+//! A renewal in place ([`for_renew`], an UpdateItem of the lease end only,
+//! docs/design.md §6) is the `renewal` branch alone: the item exists at the
+//! same version and content (the digest covers the owner and the payload,
+//! so ownership and the withdrawal fence hold by construction) with an
+//! earlier lease end.
+//!
 //! gc's delete of an item it read ([`for_delete`]) is conditional on the
 //! item being exactly what was read:
 //!
@@ -66,16 +72,8 @@ pub(crate) fn for_write(new: &Record, now_ms: u64) -> Condition {
     }
 
     let mut progress = "#gen < :gen OR (#gen = :gen AND #writer < :writer)".to_owned();
-    // `renewal_extends`: only a lease above the stored one (absent counts as
-    // 0) is worth writing; without a lease a renewal never writes.
-    if let Some(lease) = new.lease_until_ms.filter(|l| *l > 0) {
-        progress.push_str(
-            " OR (#gen = :gen AND #writer = :writer AND #digest = :digest \
-             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease))",
-        );
-        names.insert(format!("#{DIGEST}"), DIGEST.to_owned());
-        values.insert(":digest".to_owned(), AttributeValue::S(new.content_digest()));
-        values.insert(":lease".to_owned(), AttributeValue::N(lease.to_string()));
+    if let Some(renewal) = renewal(new, &mut names, &mut values) {
+        progress.push_str(&format!(" OR ({renewal})"));
     }
 
     // `fenced_by_withdrawal`: an incarnation does not write over its own
@@ -92,6 +90,39 @@ pub(crate) fn for_write(new: &Record, now_ms: u64) -> Condition {
         names,
         values,
     }
+}
+
+/// The renewal branch of the write rule for `new`, its placeholders added
+/// to `names` and `values`: the same version and content, and a stored
+/// lease end absent or below `new`'s. `None` when `new` has no lease
+/// (`renewal_extends`: only a lease above the stored one, absent counting
+/// as 0, is worth writing; without a lease a renewal never writes).
+fn renewal(
+    new: &Record,
+    names: &mut HashMap<String, String>,
+    values: &mut HashMap<String, AttributeValue>,
+) -> Option<&'static str> {
+    let lease = new.lease_until_ms.filter(|l| *l > 0)?;
+    for a in [GEN, WRITER, DIGEST, LEASE_UNTIL_MS] {
+        names.insert(format!("#{a}"), a.to_owned());
+    }
+    values.insert(":gen".to_owned(), AttributeValue::N(new.version.generation.to_string()));
+    values.insert(":writer".to_owned(), AttributeValue::S(new.version.writer.clone()));
+    values.insert(":digest".to_owned(), AttributeValue::S(new.content_digest()));
+    values.insert(":lease".to_owned(), AttributeValue::N(lease.to_string()));
+    Some(
+        "#gen = :gen AND #writer = :writer AND #digest = :digest \
+         AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease)",
+    )
+}
+
+/// The condition under which `new` renews the stored item in place (only
+/// its lease end, terms and TTL written): the renewal branch of
+/// [`for_write`] alone. `None` when `new` has no lease to renew.
+pub(crate) fn for_renew(new: &Record) -> Option<Condition> {
+    let (mut names, mut values) = (HashMap::new(), HashMap::new());
+    let expression = renewal(new, &mut names, &mut values)?.to_owned();
+    Some(Condition { expression, names, values })
 }
 
 /// The condition under which the item that stores `read` may be deleted:
@@ -175,6 +206,22 @@ mod tests {
         let zero = for_write(&mk_pool("a", 5, "w", None, Some(0)), 7);
         assert!(!zero.expression.contains(":lease"));
         check_placeholders(&zero);
+    }
+
+    #[test]
+    fn a_renewal_in_place_is_the_renewal_branch_alone() {
+        let new = mk_pool("a", 5, "w", Some("x"), Some(10_000));
+        let c = for_renew(&new).unwrap();
+        assert_eq!(
+            c.expression,
+            "#gen = :gen AND #writer = :writer AND #digest = :digest \
+             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease)"
+        );
+        assert!(for_write(&new, 7).expression.contains(&format!("OR ({})", c.expression)));
+        assert_eq!(c.values[":digest"], AttributeValue::S(new.content_digest()));
+        check_placeholders(&c);
+        assert!(for_renew(&mk_pool("a", 5, "w", Some("x"), None)).is_none(), "no lease");
+        assert!(for_renew(&mk_pool("a", 5, "w", Some("x"), Some(0))).is_none(), "lease 0");
     }
 
     #[test]

@@ -208,6 +208,27 @@ pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result
     Ok(item)
 }
 
+/// What a renewal in place writes of the item of `record`: each attribute
+/// of the lease ([`LEASE_UNTIL_MS`], [`TTL`], [`LEASE_MS`],
+/// [`HEARTBEAT_MS`]) with its value as [`encode`] computes it, or `None`
+/// when `encode` leaves it out (to be removed).
+pub(crate) fn lease_attributes(
+    record: &Record,
+    origin: &str,
+    retention_ms: u64,
+) -> Result<Vec<(&'static str, Option<AttributeValue>)>, StoreError> {
+    let mut item = encode(record, origin, retention_ms)?;
+    Ok([LEASE_UNTIL_MS, TTL, LEASE_MS, HEARTBEAT_MS]
+        .into_iter()
+        .map(|a| (a, item.remove(a)))
+        .collect())
+}
+
+/// The `changed_at_ms` of a stored item.
+pub(crate) fn changed_at_of(item: &Item) -> Result<u64, String> {
+    u64_of(item, CHANGED_AT_MS)
+}
+
 /// Why an item could not be read as a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Undecodable {

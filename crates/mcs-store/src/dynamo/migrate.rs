@@ -35,7 +35,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::info;
 
 /// The schema version this binary reads and writes: the last migration's.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The oldest table version this binary runs on. On a table at 2 it runs in
+/// compatibility mode: it reads `lease_ends` but its renewals still move
+/// `changed_at_ms`, as the binaries of 1 that may still share the table
+/// need (a rolling upgrade: `migrate --to 2`, roll the binaries, `migrate`;
+/// docs/operations.md). Tables at 1 must be migrated first.
+pub const OLDEST_TABLE_VERSION: u32 = 2;
+
+/// The first schema version at which renewals keep `changed_at_ms`
+/// (migration 0003): a store on a table at least this recent renews in
+/// place ([`Store::renew`](crate::Store::renew)).
+pub const RENEWALS_KEEP_CHANGED_AT_FROM: u32 = 3;
 
 /// The migration files, in order.
 const FILES: &[(&str, &str)] = &[
@@ -43,6 +55,10 @@ const FILES: &[(&str, &str)] = &[
     (
         "0002_lease_ends_index.json",
         include_str!("../../../../migrations/0002_lease_ends_index.json"),
+    ),
+    (
+        "0003_renewals_keep_changed_at.json",
+        include_str!("../../../../migrations/0003_renewals_keep_changed_at.json"),
     ),
 ];
 
@@ -59,23 +75,51 @@ pub struct SchemaStamp {
     pub compatible_from: u32,
 }
 
-/// Whether a binary of schema version `known` may use a table stamped
-/// `stamp`: at its own version, or one additive migration ahead (N-1/N).
-/// Returns the table's version; the errors name `target` and the fix.
+/// The table versions a binary runs on: from `oldest` (compatibility
+/// mode below `known`) to `known`, its own; and one additive migration
+/// ahead of `known` (N-1/N).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Runs {
+    /// The oldest table version the binary runs on.
+    pub oldest: u32,
+    /// The binary's own schema version.
+    pub known: u32,
+}
+
+impl Runs {
+    /// This binary: [`OLDEST_TABLE_VERSION`] to [`SCHEMA_VERSION`].
+    pub const THIS_BINARY: Runs = Runs { oldest: OLDEST_TABLE_VERSION, known: SCHEMA_VERSION };
+
+    /// A binary that runs on its own version only.
+    pub const fn only(known: u32) -> Runs {
+        Runs { oldest: known, known }
+    }
+}
+
+/// Whether a binary running on `runs` may use a table stamped `stamp`: at
+/// a version from `runs.oldest` to its own, or one additive migration ahead
+/// of its own (N-1/N). Returns the table's version; the errors name
+/// `target` and the fix.
 pub fn check_schema(
     stamp: Option<SchemaStamp>,
-    known: u32,
+    runs: Runs,
     target: &Target,
 ) -> Result<u32, StoreError> {
+    let Runs { oldest, known } = runs;
     match stamp {
         None => Err(StoreError::Schema(format!(
             "{target} has no schema version: run mcs-admin migrate"
         ))),
-        Some(s) if s.version == known => Ok(s.version),
-        Some(s) if s.version < known => Err(StoreError::Schema(format!(
-            "{target} is at schema version {}, this binary needs {known}: run mcs-admin migrate",
-            s.version
-        ))),
+        Some(s) if s.version < oldest => {
+            let needs =
+                if oldest == known { format!("{known}") } else { format!("{oldest} to {known}") };
+            Err(StoreError::Schema(format!(
+                "{target} is at schema version {}, this binary needs {needs}: run mcs-admin \
+                 migrate",
+                s.version
+            )))
+        }
+        Some(s) if s.version <= known => Ok(s.version),
         Some(s) if s.compatible_from <= known => Ok(s.version),
         Some(s) => Err(StoreError::SchemaTooNew { found: s.version, known }),
     }
@@ -124,7 +168,12 @@ impl fmt::Display for MigrationReport {
             let from = self.from_version.map_or_else(|| "none".to_owned(), |v| v.to_string());
             writeln!(f, "table {}: schema version {from} -> {}", self.table, self.to_version)?;
             for m in &self.applied {
-                writeln!(f, "  {:04} {}: {}", m.version, m.description, m.actions.join("; "))?;
+                let actions = if m.actions.is_empty() {
+                    "no table change".to_owned()
+                } else {
+                    m.actions.join("; ")
+                };
+                writeln!(f, "  {:04} {}: {actions}", m.version, m.description)?;
             }
         }
         for action in &self.repaired {
@@ -157,40 +206,52 @@ pub struct AppliedMigration {
 pub async fn migrate(client: &Client, table: &str) -> Result<MigrationReport, StoreError> {
     let region = client.config().region().map_or("no region", |r| r.as_ref());
     let target = Target::new(table, region, Some("the client's endpoint"));
-    run(client, &target, &migrations()?).await
+    run(client, &target, &migrations()?, None).await
 }
 
-/// [`migrate`] with the embedded migrations, on `target`.
+/// [`migrate`] with the embedded migrations, on `target`, stopping at
+/// version `to` when given (a rolling upgrade: docs/operations.md).
 pub(crate) async fn migrate_target(
     client: &Client,
     target: &Target,
+    to: Option<u32>,
 ) -> Result<MigrationReport, StoreError> {
-    run(client, target, &migrations()?).await
+    run(client, target, &migrations()?, to).await
 }
 
-/// Applies `migrations` (versions 1, 2, … in order) to `target`, then
-/// repairs drift from what they declare.
+/// Applies `migrations` (versions 1, 2, … in order) up to version `to`
+/// (all when `None`) to `target`, then repairs drift from what they
+/// declare up to there. A table already at `to` or beyond (but within
+/// `migrations`) has nothing to apply.
 async fn run(
     client: &Client,
     target: &Target,
     migrations: &[Migration],
+    to: Option<u32>,
 ) -> Result<MigrationReport, StoreError> {
     let known = migrations.last().map_or(0, |m| m.version);
-    let from_version = if describe(client, target).await?.is_some() {
-        read_schema(client, target).await?.map(|s| s.version)
-    } else {
-        None
-    };
+    let to = to.unwrap_or(known);
+    if to == 0 || to > known {
+        return Err(StoreError::Schema(format!(
+            "cannot migrate {target} to version {to}: this binary knows versions 1 to {known}"
+        )));
+    }
+    let existed = describe(client, target).await?.is_some();
+    let from_version =
+        if existed { read_schema(client, target).await?.map(|s| s.version) } else { None };
     let current = from_version.unwrap_or(0);
     if current > known {
         return Err(StoreError::SchemaTooNew { found: current, known });
     }
+    let wanted = &migrations[..to as usize];
     let mut applied = Vec::new();
-    for migration in migrations.iter().filter(|m| m.version > current) {
+    for migration in wanted.iter().filter(|m| m.version > current) {
         let mut actions = Vec::new();
         for step in &migration.steps {
             actions.push(step.apply(client, target).await?);
         }
+        let before = &migrations[..migration.version as usize - 1];
+        indexes_ready(client, target, migration.version, before, !existed).await?;
         let stamp = SchemaStamp {
             version: migration.version,
             compatible_from: compatible_from(migrations, migration.version),
@@ -203,7 +264,7 @@ async fn run(
             actions,
         });
     }
-    let repaired = repair(client, target, &Declared::of(migrations)).await?;
+    let repaired = repair(client, target, &Declared::of(wanted)).await?;
     if !repaired.is_empty() {
         info!(table = target.table, repaired = ?repaired, "repaired drift from the schema");
     }
@@ -214,6 +275,73 @@ async fn run(
         applied,
         repaired,
     })
+}
+
+/// How often a fresh table's indexes are checked while they become ACTIVE.
+const INDEX_POLL: Duration = Duration::from_secs(2);
+
+/// Checks, before `version` is recorded, that the indexes the migrations
+/// `before` it declare are ACTIVE: binaries of `version` may query them
+/// (0003: readers at 3 learn renewals only from `lease_ends`). A table this
+/// run created (`fresh`) has nothing to backfill and is waited for; on a
+/// table in use an index still building is refused, naming it, with the
+/// versions before recorded (run `migrate` again once it is ACTIVE).
+async fn indexes_ready(
+    client: &Client,
+    target: &Target,
+    version: u32,
+    before: &[Migration],
+    fresh: bool,
+) -> Result<(), StoreError> {
+    let declared = Declared::of(before);
+    let names: Vec<&str> = declared.indexes.iter().map(GlobalSecondaryIndex::index_name).collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let Some(table) = describe(client, target).await? else {
+            return Err(StoreError::Schema(format!("{target}: the table does not exist")));
+        };
+        let pending = pending_indexes(&table, &names);
+        let Some((name, state)) = pending.first() else {
+            return Ok(());
+        };
+        if !fresh || started.elapsed() >= TABLE_ACTIVE_TIMEOUT {
+            return Err(StoreError::Schema(format!(
+                "{target}: index {name} is {state}, and a table at schema version {version} needs \
+                 it ACTIVE (its readers query it); version {} is recorded: run mcs-admin migrate \
+                 again once DescribeTable shows {name} ACTIVE",
+                version - 1
+            )));
+        }
+        tokio::time::sleep(INDEX_POLL).await;
+    }
+}
+
+/// Which of the indexes `names` `table` does not have ACTIVE (and done
+/// backfilling), each with its state: `missing`, `CREATING`,
+/// `CREATING (backfilling)`, ….
+pub(crate) fn pending_indexes(table: &TableDescription, names: &[&str]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let found =
+                table.global_secondary_indexes().iter().find(|g| g.index_name() == Some(name));
+            let state = match found {
+                None => "missing".to_owned(),
+                Some(g) => {
+                    let status = g.index_status().map_or("of unknown status", |s| s.as_str());
+                    match (status, g.backfilling()) {
+                        ("ACTIVE", None | Some(false)) => return None,
+                        (status, Some(true)) => format!("{status} (backfilling)"),
+                        (status, _) => status.to_owned(),
+                    }
+                }
+            };
+            Some(((*name).to_owned(), state))
+        })
+        .collect()
 }
 
 /// The lowest version whose binaries may use a table at `version` of

@@ -29,7 +29,8 @@ pub use errors::{NO_CREDENTIALS, Target, cause};
 pub use facts::{Replica, TableFacts};
 pub use item::{PAYLOAD_VERSION, SHARDS};
 pub use migrate::{
-    AppliedMigration, MigrationReport, SCHEMA_VERSION, SchemaStamp, check_schema, migrate,
+    AppliedMigration, MigrationReport, OLDEST_TABLE_VERSION, RENEWALS_KEEP_CHANGED_AT_FROM, Runs,
+    SCHEMA_VERSION, SchemaStamp, check_schema, migrate,
 };
 pub(crate) use size::check_record_size;
 pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
@@ -41,6 +42,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::ReturnConsumedCapacity;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How to reach the table and how hard to try.
@@ -103,6 +105,10 @@ pub struct DynamoStore {
     origin: String,
     scan_segments: u32,
     retention_ms: u64,
+    /// The table's schema version as last read ([`DynamoStore::ensure_schema`],
+    /// [`Store::refresh_schema`](crate::Store::refresh_schema)); 0 until
+    /// then. Shared by clones: what one reads, every clone writes by.
+    table_version: std::sync::Arc<AtomicU32>,
 }
 
 impl DynamoStore {
@@ -162,6 +168,7 @@ impl DynamoStore {
             origin,
             scan_segments: config.scan_segments,
             retention_ms: u64::try_from(config.retention.as_millis()).unwrap_or(u64::MAX),
+            table_version: std::sync::Arc::new(AtomicU32::new(0)),
         })
     }
 
@@ -196,7 +203,14 @@ impl DynamoStore {
     /// [`migrate`] on this store's table, its errors naming the region and
     /// endpoint.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
-        migrate::migrate_target(&self.client, &self.target).await
+        migrate::migrate_target(&self.client, &self.target, None).await
+    }
+
+    /// [`DynamoStore::migrate`], stopping at version `to` (`None`: this
+    /// binary's [`SCHEMA_VERSION`]); a table already there or beyond has
+    /// nothing to apply. For rolling upgrades (docs/operations.md).
+    pub async fn migrate_to(&self, to: Option<u32>) -> Result<MigrationReport, StoreError> {
+        migrate::migrate_target(&self.client, &self.target, to).await
     }
 
     /// The schema version recorded in the table's META item; `None` when the
@@ -210,12 +224,24 @@ impl DynamoStore {
         migrate::read_schema(&self.client, &self.target).await
     }
 
-    /// Checks that this binary may use the table ([`check_schema`]): at its
-    /// schema version, or one additive migration ahead (N-1/N, returned as
-    /// is). `Schema` when it is missing, unmigrated or older,
-    /// `SchemaTooNew` when a newer binary migrated it beyond that.
+    /// Checks that this binary may use the table ([`check_schema`] with
+    /// [`Runs::THIS_BINARY`]): from [`OLDEST_TABLE_VERSION`] (compatibility
+    /// mode) to its schema version, or one additive migration ahead
+    /// (N-1/N); returns the table's version, which the store then writes by
+    /// ([`Store::renewals_keep_changed_at`](crate::Store::renewals_keep_changed_at)).
+    /// `Schema` when it is missing, unmigrated or older, `SchemaTooNew`
+    /// when a newer binary migrated it beyond that; the version last read
+    /// is kept then.
     pub async fn ensure_schema(&self) -> Result<u32, StoreError> {
-        check_schema(self.schema_stamp().await?, SCHEMA_VERSION, &self.target)
+        let version = check_schema(self.schema_stamp().await?, Runs::THIS_BINARY, &self.target)?;
+        self.table_version.store(version, Ordering::SeqCst);
+        Ok(version)
+    }
+
+    /// The table's schema version as last read by
+    /// [`DynamoStore::ensure_schema`] or `refresh_schema`; 0 before.
+    pub fn table_version(&self) -> u32 {
+        self.table_version.load(Ordering::SeqCst)
     }
 }
 

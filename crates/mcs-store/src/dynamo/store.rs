@@ -13,8 +13,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 use mcs_core::rules::renewal_extends;
 use mcs_core::{Record, WriteDecision, decide};
@@ -30,6 +31,15 @@ fn units(capacity: Option<&ConsumedCapacity>) -> Option<f64> {
 fn record_reads(op: &'static str, capacity: Option<&ConsumedCapacity>) {
     if let Some(u) = units(capacity) {
         crate::metrics::read_units(op, u);
+    }
+}
+
+/// Records a write of `op` begun at `started` that succeeded, and the
+/// capacity it consumed.
+fn record_written(op: &'static str, started: Instant, capacity: Option<&ConsumedCapacity>) {
+    record_request_metrics(op, started, "ok");
+    if let Some(u) = units(capacity) {
+        crate::metrics::write_units(op, u);
     }
 }
 
@@ -215,10 +225,7 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(out) => {
-                record_request_metrics(OP, started, "ok");
-                if let Some(u) = units(out.consumed_capacity()) {
-                    crate::metrics::write_units(OP, u);
-                }
+                record_written(OP, started, out.consumed_capacity());
                 Ok(PutOutcome::Applied)
             }
             Err(err) => {
@@ -233,6 +240,95 @@ impl Store for DynamoStore {
                 Err(errors::from_sdk(OP, &self.target, err))
             }
         }
+    }
+
+    /// One conditional UpdateItem of this region's item of `record` (the
+    /// renewal branch of the write rule, `condition::for_renew`) that sets
+    /// the lease end, its terms and the TTL as `put` would write them, and
+    /// leaves `changed_at_ms` as stored (returned). Only on a table at
+    /// schema 3 on (`renewals_keep_changed_at`); `None` without a request
+    /// before, when the condition refuses, and when DynamoDB refuses the
+    /// request itself (`Other`: not transient, e.g. a role without
+    /// `UpdateItem`; logged, counted as `error`), so that the put the
+    /// caller then makes keeps the lease.
+    async fn renew(&self, record: &Record, _now_ms: u64) -> Result<Option<u64>, StoreError> {
+        const OP: &str = "renew";
+        if !self.renewals_keep_changed_at() {
+            return Ok(None);
+        }
+        super::check_record_size(record)?;
+        let Some(condition) = condition::for_renew(record) else {
+            return Ok(None);
+        };
+        let (mut names, mut values) = (condition.names, condition.values);
+        let (mut set, mut remove) = (Vec::new(), Vec::new());
+        for (attribute, value) in item::lease_attributes(record, &self.origin, self.retention_ms)? {
+            names.insert(format!("#{attribute}"), attribute.to_owned());
+            match value {
+                Some(value) => {
+                    set.push(format!("#{attribute} = :new_{attribute}"));
+                    values.insert(format!(":new_{attribute}"), value);
+                }
+                None => remove.push(format!("#{attribute}")),
+            }
+        }
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let started = Instant::now();
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.target.table)
+            .set_key(Some(item::key_item(&record.key, &self.origin)))
+            .update_expression(update)
+            .condition_expression(condition.expression)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_consumed_capacity(CAPACITY)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                record_written(OP, started, out.consumed_capacity());
+                let stored = out.attributes.unwrap_or_default();
+                let changed_at = item::changed_at_of(&stored)
+                    .map_err(|e| StoreError::Corrupt(format!("renewal of {}: {e}", record.key)))?;
+                Ok(Some(changed_at))
+            }
+            Err(err) => {
+                if let Some(UpdateItemError::ConditionalCheckFailedException(_)) =
+                    err.as_service_error()
+                {
+                    record_request_metrics(OP, started, "refused");
+                    return Ok(None);
+                }
+                record_request_metrics(OP, started, "error");
+                match errors::from_sdk(OP, &self.target, err) {
+                    // Not transient (an UpdateItem the role may not make,
+                    // say): the caller's put writes the renewal as before,
+                    // which readers at any version learn from the feed.
+                    StoreError::Other(error) => {
+                        warn!(%error, "renewal in place failed; writing it with a put");
+                        Ok(None)
+                    }
+                    error => Err(error),
+                }
+            }
+        }
+    }
+
+    fn renewals_keep_changed_at(&self) -> bool {
+        self.table_version() >= super::RENEWALS_KEEP_CHANGED_AT_FROM
+    }
+
+    /// Re-reads the META item: a table migrated meanwhile (to 3: renewals
+    /// keep `changed_at_ms` from now on) takes effect; one moved beyond
+    /// what this binary may use is an error, the version last read kept.
+    async fn refresh_schema(&self) -> Result<(), StoreError> {
+        self.ensure_schema().await.map(|_| ())
     }
 
     /// The winning record of `key` over the items of every origin (a

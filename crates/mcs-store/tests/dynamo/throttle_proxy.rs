@@ -1,5 +1,6 @@
 //! A raw HTTP/1.1 proxy in front of moto_server that answers the first N
-//! requests as a throttled DynamoDB would, then forwards the rest, counting
+//! requests as a throttled DynamoDB would (and, if told, every request of
+//! one operation as access denied), then forwards the rest, counting
 //! both. Every forwarded exchange uses a connection of its own (`Connection:
 //! close` both ways), so counts are exact.
 
@@ -10,10 +11,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const THROTTLED_BODY: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"slow down"}"#;
+const DENIED_BODY: &str =
+    r#"{"__type":"com.amazon.coral.service#AccessDeniedException","message":"not authorized"}"#;
 
 #[derive(Debug, Default)]
 struct Counts {
     throttle_first: usize,
+    /// The `x-amz-target` (lowercase) of the operation denied, if any.
+    deny: Option<String>,
     seen: AtomicUsize,
     throttled: AtomicUsize,
     forwarded: AtomicUsize,
@@ -31,6 +36,17 @@ impl ThrottleProxy {
     /// Proxies to `upstream` (`http://host:port`), throttling the first
     /// `throttle_first` requests.
     pub async fn start(upstream: &str, throttle_first: usize) -> Self {
+        Self::run(upstream, Counts { throttle_first, ..Counts::default() }).await
+    }
+
+    /// Proxies to `upstream`, answering every request of `operation`
+    /// (`UpdateItem`, …) as a role without that permission would be.
+    pub async fn denying(upstream: &str, operation: &str) -> Self {
+        let deny = Some(format!("x-amz-target: dynamodb_20120810.{}", operation.to_lowercase()));
+        Self::run(upstream, Counts { deny, ..Counts::default() }).await
+    }
+
+    async fn run(upstream: &str, counts: Counts) -> Self {
         let upstream = upstream
             .strip_prefix("http://")
             .expect("an http:// endpoint")
@@ -38,7 +54,7 @@ impl ThrottleProxy {
             .to_owned();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let counts = Arc::new(Counts { throttle_first, ..Counts::default() });
+        let counts = Arc::new(counts);
         let shared = counts.clone();
         tokio::spawn(async move {
             while let Ok((conn, _)) = listener.accept().await {
@@ -69,14 +85,14 @@ async fn serve(mut client: TcpStream, upstream: &str, counts: &Counts) -> io::Re
         let Some(request) = read_request(&mut client).await? else {
             return Ok(());
         };
+        let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+        if counts.deny.as_ref().is_some_and(|d| head.contains(d.as_str())) {
+            refuse(&mut client, "denied", DENIED_BODY).await?;
+            continue;
+        }
         if counts.seen.fetch_add(1, Ordering::SeqCst) < counts.throttle_first {
             counts.throttled.fetch_add(1, Ordering::SeqCst);
-            let response = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
-                 x-amzn-requestid: throttled\r\ncontent-length: {}\r\n\r\n{THROTTLED_BODY}",
-                THROTTLED_BODY.len()
-            );
-            client.write_all(response.as_bytes()).await?;
+            refuse(&mut client, "throttled", THROTTLED_BODY).await?;
             continue;
         }
         counts.forwarded.fetch_add(1, Ordering::SeqCst);
@@ -88,6 +104,16 @@ async fn serve(mut client: TcpStream, upstream: &str, counts: &Counts) -> io::Re
         client.shutdown().await?;
         return Ok(());
     }
+}
+
+/// Answers a request with a DynamoDB error `body` (a 400).
+async fn refuse(client: &mut TcpStream, request_id: &str, body: &str) -> io::Result<()> {
+    let response = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
+         x-amzn-requestid: {request_id}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(response.as_bytes()).await
 }
 
 /// One request (head and `content-length` body) or `None` at end of stream.

@@ -82,6 +82,15 @@ fn table_settings_are_checked() {
 }
 
 #[test]
+fn a_table_mid_rollout_is_told_apart_from_one_to_migrate() {
+    let compat = diagnose(vec![], &healthy_facts(), Some(SCHEMA_VERSION - 1));
+    assert_eq!(problems(&compat), vec!["schema"]);
+    assert!(compat[0].detail.contains("compatibility mode"), "{:?}", compat[0]);
+    let old = diagnose(vec![], &healthy_facts(), Some(1));
+    assert!(old[0].detail.contains("this binary needs 3: run mcs-admin migrate"), "{:?}", old[0]);
+}
+
+#[test]
 fn records_are_checked_and_named() {
     let spec = |at, p| mk_export_spec(at, vec![port("http", p)]);
     let records = vec![

@@ -30,6 +30,77 @@ fn embedded_migrations_parse_and_end_at_schema_version() {
     let projected = indexes[0].projection().unwrap().non_key_attributes();
     assert_eq!(projected, [item::GEN, item::WRITER]);
     assert!(attribute_definitions.iter().any(|a| a.attribute_name() == item::LEASE_UNTIL_MS));
+    // 0003: a marker (no step: renewals keep changed_at_ms), additive so
+    // that binaries of 2 go on and binaries of 1 are refused.
+    assert!(all[2].steps.is_empty());
+    assert!(all[2].additive);
+    assert_eq!(compatible_from(&all, 3), 2);
+}
+
+#[test]
+fn a_marker_migration_has_no_steps() {
+    let marker = r#"{"version":1,"description":"x","additive":true,"steps":[]}"#;
+    let parsed = parse(&[("0001_marker.json", marker)]).unwrap();
+    assert!(parsed[0].steps.is_empty());
+    let missing = r#"{"version":1,"description":"x","additive":true}"#;
+    assert!(parse(&[("0001_marker.json", missing)]).is_err(), "steps stays required");
+}
+
+#[test]
+fn this_binary_runs_on_tables_from_2_and_tells_1_to_migrate() {
+    let stamp = |version, compatible_from| Some(SchemaStamp { version, compatible_from });
+    let runs = Runs::THIS_BINARY;
+    assert_eq!((runs.oldest, runs.known), (2, 3));
+    assert_eq!(check_schema(stamp(2, 1), runs, &target()).unwrap(), 2, "compatibility mode");
+    assert_eq!(check_schema(stamp(3, 2), runs, &target()).unwrap(), 3);
+    assert_eq!(check_schema(stamp(4, 3), runs, &target()).unwrap(), 4, "N-1/N");
+    let one = check_schema(stamp(1, 1), runs, &target()).unwrap_err();
+    assert!(matches!(one, StoreError::Schema(_)), "{one:?}");
+    let one = one.to_string();
+    assert!(one.contains("schema version 1, this binary needs 2 to 3"), "{one}");
+    assert!(one.contains("run mcs-admin migrate"), "{one}");
+    // A binary of schema 1 (today's releases) is refused by a table at 3.
+    let refused = check_schema(stamp(3, 2), Runs::only(1), &target()).unwrap_err();
+    assert!(matches!(refused, StoreError::SchemaTooNew { found: 3, known: 1 }), "{refused:?}");
+}
+
+#[test]
+fn only_active_indexes_done_backfilling_are_ready() {
+    use aws_sdk_dynamodb::types::{GlobalSecondaryIndexDescription, IndexStatus};
+    let index = |name: &str, status: IndexStatus, backfilling: Option<bool>| {
+        GlobalSecondaryIndexDescription::builder()
+            .index_name(name)
+            .index_status(status)
+            .set_backfilling(backfilling)
+            .build()
+    };
+    let table = |indexes: Vec<GlobalSecondaryIndexDescription>| {
+        TableDescription::builder().set_global_secondary_indexes(Some(indexes)).build()
+    };
+    let names = [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX];
+    let ready = table(vec![
+        index("changes", IndexStatus::Active, None),
+        index("lease_ends", IndexStatus::Active, Some(false)),
+    ]);
+    assert!(pending_indexes(&ready, &names).is_empty());
+    let building = table(vec![
+        index("changes", IndexStatus::Active, None),
+        index("lease_ends", IndexStatus::Creating, Some(true)),
+    ]);
+    assert_eq!(
+        pending_indexes(&building, &names),
+        vec![("lease_ends".to_owned(), "CREATING (backfilling)".to_owned())]
+    );
+    let creating = table(vec![
+        index("changes", IndexStatus::Active, None),
+        index("lease_ends", IndexStatus::Creating, None),
+    ]);
+    assert_eq!(pending_indexes(&creating, &names)[0].1, "CREATING");
+    let missing = table(vec![index("changes", IndexStatus::Active, None)]);
+    assert_eq!(
+        pending_indexes(&missing, &names),
+        vec![("lease_ends".to_owned(), "missing".to_owned())]
+    );
 }
 
 /// The embedded migrations, then synthetic ones: `(additive, ttl on?)`
@@ -77,10 +148,10 @@ fn a_binary_accepts_a_table_one_additive_migration_ahead() {
     let stamp =
         |version| Some(SchemaStamp { version, compatible_from: compatible_from(&all, version) });
     // What a binary of version N says of each table.
-    assert_eq!(check_schema(stamp(n), n, &target()).unwrap(), n);
-    assert_eq!(check_schema(stamp(n + 1), n, &target()).unwrap(), n + 1);
+    assert_eq!(check_schema(stamp(n), Runs::only(n), &target()).unwrap(), n);
+    assert_eq!(check_schema(stamp(n + 1), Runs::only(n), &target()).unwrap(), n + 1);
     for ahead in [n + 2, n + 3] {
-        let refused = check_schema(stamp(ahead), n, &target()).unwrap_err();
+        let refused = check_schema(stamp(ahead), Runs::only(n), &target()).unwrap_err();
         assert!(
             matches!(refused, StoreError::SchemaTooNew { found, known } if found == ahead && known == n),
             "{refused:?}"
@@ -88,16 +159,19 @@ fn a_binary_accepts_a_table_one_additive_migration_ahead() {
         assert!(refused.to_string().contains("upgrade this binary"), "{refused}");
     }
     // A binary of N+2 on a table at N+3 (additive over N+2): accepted.
-    assert_eq!(check_schema(stamp(n + 3), n + 2, &target()).unwrap(), n + 3);
+    assert_eq!(check_schema(stamp(n + 3), Runs::only(n + 2), &target()).unwrap(), n + 3);
     // Behind, or never migrated: run migrate, naming where.
-    let behind = check_schema(stamp(n), n + 1, &target()).unwrap_err().to_string();
+    let behind = check_schema(stamp(n), Runs::only(n + 1), &target()).unwrap_err().to_string();
     assert!(behind.contains("table t in us-east-1 at http://localhost:8000"), "{behind}");
     assert!(behind.contains("run mcs-admin migrate"), "{behind}");
-    let none = check_schema(None, n, &target()).unwrap_err().to_string();
+    let none = check_schema(None, Runs::only(n), &target()).unwrap_err().to_string();
     assert!(none.contains("no schema version"), "{none}");
     // A stamp from before compatible_from existed: its own version only.
     let old = Some(SchemaStamp { version: n + 1, compatible_from: n + 1 });
-    assert!(matches!(check_schema(old, n, &target()), Err(StoreError::SchemaTooNew { .. })));
+    assert!(matches!(
+        check_schema(old, Runs::only(n), &target()),
+        Err(StoreError::SchemaTooNew { .. })
+    ));
 }
 
 #[test]
@@ -127,24 +201,24 @@ async fn an_additive_migration_leaves_the_table_usable_by_the_version_before() {
     let table = dynamo::unique_table("unit-additive");
     let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
     let n = SCHEMA_VERSION;
-    run(&client, &target, &migrations().unwrap()).await.unwrap();
-    let next = run(&client, &target, &with_synthetic(&[true])).await.unwrap();
+    run(&client, &target, &migrations().unwrap(), None).await.unwrap();
+    let next = run(&client, &target, &with_synthetic(&[true]), None).await.unwrap();
     assert_eq!(next.to_version, n + 1);
     assert_eq!(next.applied[0].actions, vec!["ttl already enabled on ttl".to_owned()]);
     let stamp = read_schema(&client, &target).await.unwrap();
     assert_eq!(stamp, Some(SchemaStamp { version: n + 1, compatible_from: n }));
-    assert_eq!(check_schema(stamp, n, &target).unwrap(), n + 1, "N accepts N+1");
+    assert_eq!(check_schema(stamp, Runs::only(n), &target).unwrap(), n + 1, "N accepts N+1");
     // The binary of N leaves it alone (it cannot migrate what it does
     // not know), and a non-additive N+2 shuts N out.
-    let old = run(&client, &target, &migrations().unwrap()).await.unwrap_err();
+    let old = run(&client, &target, &migrations().unwrap(), None).await.unwrap_err();
     assert!(matches!(old, StoreError::SchemaTooNew { .. }), "{old:?}");
-    run(&client, &target, &with_synthetic(&[true, false])).await.unwrap();
+    run(&client, &target, &with_synthetic(&[true, false]), None).await.unwrap();
     let stamp = read_schema(&client, &target).await.unwrap();
     for old in [n, n + 1] {
-        let refused = check_schema(stamp, old, &target);
+        let refused = check_schema(stamp, Runs::only(old), &target);
         assert!(matches!(refused, Err(StoreError::SchemaTooNew { .. })), "{old}: {refused:?}");
     }
-    assert_eq!(check_schema(stamp, n + 2, &target).unwrap(), n + 2);
+    assert_eq!(check_schema(stamp, Runs::only(n + 2), &target).unwrap(), n + 2);
 }
 
 /// Against moto: a table of version 1 holding items written by a binary
@@ -162,14 +236,14 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     let table = dynamo::unique_table("unit-0002");
     let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
     let all = migrations().unwrap();
-    let v1 = run(&client, &target, &all[..1]).await.unwrap();
+    let v1 = run(&client, &target, &all[..1], None).await.unwrap();
     assert_eq!(v1.to_version, 1);
     let sdk = dynamo::sdk_config(Some(&endpoint), dynamo::REGION).await;
     let store = DynamoStore::from_sdk_config(&sdk, DynamoConfig::new(&table)).unwrap();
     let old = mk_pool("old", 5, "w", Some("w"), Some(50_000));
     assert_eq!(store.put(&old, 1_000).await.unwrap(), PutOutcome::Applied);
 
-    let up = run(&client, &target, &all).await.unwrap();
+    let up = run(&client, &target, &all, Some(2)).await.unwrap();
     assert_eq!(up.from_version, Some(1));
     assert_eq!(up.to_version, 2);
     assert_eq!(up.applied.len(), 1, "{up}");
@@ -177,8 +251,8 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     assert!(up.repaired.is_empty(), "{up}");
     let stamp = read_schema(&client, &target).await.unwrap();
     assert_eq!(stamp, Some(SchemaStamp { version: 2, compatible_from: 1 }));
-    assert_eq!(check_schema(stamp, 1, &target).unwrap(), 2, "a binary of 1 serves it");
-    assert_eq!(check_schema(stamp, 2, &target).unwrap(), 2);
+    assert_eq!(check_schema(stamp, Runs::only(1), &target).unwrap(), 2, "a binary of 1 serves it");
+    assert_eq!(check_schema(stamp, Runs::only(2), &target).unwrap(), 2);
 
     let ends = store.read_lease_ends(0, u64::MAX).await.unwrap();
     assert_eq!(ends.len(), 1, "the item written before the index was backfilled");
@@ -188,10 +262,86 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
     assert!(store.read_lease_ends(0, 60_000).await.unwrap().is_empty());
     assert_eq!(store.read_lease_ends(60_000, 90_000).await.unwrap().len(), 1);
-    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![renewed]);
+    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![renewed.clone()]);
 
-    let again = run(&client, &target, &all).await.unwrap();
+    let again = run(&client, &target, &all, Some(2)).await.unwrap();
     assert!(again.is_up_to_date(), "{again}");
+
+    // 2 -> 3 (docs/operations.md, rolling upgrade): a binary of 3 on the
+    // table at 2 runs in compatibility mode, its renewals moving
+    // changed_at_ms as the binaries of 1 beside it need ...
+    assert_eq!(store.ensure_schema().await.unwrap(), 2);
+    assert!(!store.renewals_keep_changed_at());
+    let mut later = mk_pool("old", 5, "w", Some("w"), Some(120_000));
+    later.changed_at_ms = 3_000;
+    assert_eq!(store.renew(&later, 3_000).await.unwrap(), None, "no renewal in place at 2");
+    assert_eq!(store.put(&later, 3_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.read_changed_since(2_999).await.unwrap(), vec![later.clone()], "a change");
+    let three = run(&client, &target, &all, None).await.unwrap();
+    assert_eq!((three.from_version, three.to_version), (Some(2), 3));
+    assert_eq!(three.applied.len(), 1, "{three}");
+    assert!(three.applied[0].actions.is_empty(), "a marker: {three}");
+    let stamp = read_schema(&client, &target).await.unwrap();
+    assert_eq!(stamp, Some(SchemaStamp { version: 3, compatible_from: 2 }));
+    let old = check_schema(stamp, Runs::only(1), &target).unwrap_err();
+    assert!(matches!(old, StoreError::SchemaTooNew { found: 3, known: 1 }), "{old:?}");
+    assert_eq!(check_schema(stamp, Runs::only(2), &target).unwrap(), 3, "a binary of 2 serves it");
+    // ... and once the store reads the new version, renewals keep it.
+    assert!(!store.renewals_keep_changed_at(), "until the store reads the table again");
+    store.refresh_schema().await.unwrap();
+    assert!(store.renewals_keep_changed_at());
+    let mut beat = mk_pool("old", 5, "w", Some("w"), Some(150_000));
+    beat.changed_at_ms = 4_000;
+    assert_eq!(store.renew(&beat, 4_000).await.unwrap(), Some(3_000), "changed_at kept");
+    assert!(store.read_changed_since(3_000).await.unwrap().is_empty());
+    assert_eq!(store.read_lease_ends(130_000, 160_000).await.unwrap()[0].lease_until_ms, 150_000);
+    let done = run(&client, &target, &all, None).await.unwrap();
+    assert!(done.is_up_to_date(), "{done}");
+    let below = run(&client, &target, &all, Some(2)).await.unwrap();
+    assert!(below.is_up_to_date() && below.to_version == 3, "never lowered: {below}");
+}
+
+/// Against moto: `to` stops at a version; a version this binary does not
+/// know is refused before anything is done.
+#[tokio::test]
+async fn migrate_stops_at_the_version_asked() {
+    use mcs_testkit::dynamo;
+    let Some(endpoint) = crate::testsuite::dynamodb_endpoint() else { return };
+    let client = dynamo::client(&endpoint, dynamo::REGION);
+    let table = dynamo::unique_table("unit-to");
+    let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
+    let all = migrations().unwrap();
+    for to in [0, SCHEMA_VERSION + 1] {
+        let refused = run(&client, &target, &all, Some(to)).await.unwrap_err().to_string();
+        assert!(refused.contains(&format!("knows versions 1 to {SCHEMA_VERSION}")), "{refused}");
+    }
+    assert!(describe(&client, &target).await.unwrap().is_none(), "nothing created");
+    let two = run(&client, &target, &all, Some(2)).await.unwrap();
+    assert_eq!((two.from_version, two.to_version, two.applied.len()), (None, 2, 2));
+    assert_eq!(read_schema(&client, &target).await.unwrap().unwrap().version, 2);
+    let rest = run(&client, &target, &all, None).await.unwrap();
+    assert_eq!((rest.from_version, rest.to_version), (Some(2), 3));
+}
+
+/// Against moto (whose indexes are ACTIVE at once, so the index is made
+/// missing): a table at 2 without `lease_ends` is not recorded at 3, and
+/// the error names the index.
+#[tokio::test]
+async fn version_3_is_not_recorded_without_the_lease_ends_index() {
+    use mcs_testkit::dynamo;
+    let Some(endpoint) = crate::testsuite::dynamodb_endpoint() else { return };
+    let client = dynamo::client(&endpoint, dynamo::REGION);
+    let table = dynamo::unique_table("unit-index");
+    let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
+    let all = migrations().unwrap();
+    run(&client, &target, &all, Some(1)).await.unwrap();
+    record_version(&client, &target, SchemaStamp { version: 2, compatible_from: 1 }).await.unwrap();
+    let refused = run(&client, &target, &all, None).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Schema(_)), "{refused:?}");
+    let refused = refused.to_string();
+    assert!(refused.contains("index lease_ends is missing"), "{refused}");
+    assert!(refused.contains("schema version 3 needs it ACTIVE"), "{refused}");
+    assert_eq!(read_schema(&client, &target).await.unwrap().unwrap().version, 2, "not recorded");
 }
 
 #[test]
