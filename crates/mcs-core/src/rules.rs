@@ -125,6 +125,22 @@ pub fn renewal_extends(stored: &Record, new: &Record) -> bool {
     new.lease_until_ms.unwrap_or(0) > stored.lease_until_ms.unwrap_or(0)
 }
 
+/// Whether `new` may renew `stored` in place, keeping its `changed_at_ms`
+/// (docs/design.md §6, "Renewals and the change feed"): the same version,
+/// content (payload and owner) and lease terms, with a later lease end.
+/// The terms must be recorded and unchanged because a reader that does not
+/// see the renewal bounds its lease end by the terms it holds; anything
+/// else is written as a change.
+pub fn renews_in_place(stored: &Record, new: &Record) -> bool {
+    new.lease_until_ms.is_some_and(|l| l > 0)
+        && new.terms.is_some()
+        && stored.terms == new.terms
+        && !stored.is_tombstone()
+        && stored.version == new.version
+        && stored.content_digest() == new.content_digest()
+        && renewal_extends(stored, new)
+}
+
 /// Whether `incoming` should replace `held` in a merged view: a higher
 /// version, or the same version with a later lease end, then a later write
 /// time (a renewal). Equal versions are ordered by lease end first because

@@ -2,7 +2,8 @@
 
 use crate::{PutOutcome, Store, StoreError};
 use async_trait::async_trait;
-use mcs_core::{Key, Record, WriteDecision, decide, rules::renewal_extends};
+use mcs_core::rules::{renewal_extends, renews_in_place};
+use mcs_core::{Key, Record, WriteDecision, decide};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,12 +70,7 @@ impl Store for MemoryStore {
         let Some(stored) = items.get_mut(&record.key) else {
             return Ok(None);
         };
-        let renews = record.lease_until_ms.is_some_and(|l| l > 0)
-            && !stored.is_tombstone()
-            && stored.version == record.version
-            && stored.content_digest() == record.content_digest()
-            && renewal_extends(stored, record);
-        if !renews {
+        if !renews_in_place(stored, record) {
             return Ok(None);
         }
         stored.lease_until_ms = record.lease_until_ms;

@@ -260,15 +260,18 @@ fn with_terms(mut record: Record, terms: Option<(u64, u64)>) -> Record {
     record
 }
 
-/// `Store::renew` of the stored version and content with a later lease
-/// (a heartbeat) moves the lease end and its terms, and keeps
-/// `changed_at_ms` (returned): the renewal is in every read but the change
-/// feed (docs/design.md §6). Terms absent from the renewal are removed.
+/// The default lease's terms, as the registrar records them.
+const TERMS: Option<(u64, u64)> = Some((30_000, 10_000));
+
+/// `Store::renew` of the stored version, content and lease terms with a
+/// later lease (a heartbeat) moves the lease end and keeps `changed_at_ms`
+/// (returned): the renewal is in every read but the change feed
+/// (docs/design.md §6).
 pub async fn a_renewal_in_place_keeps_changed_at_and_moves_the_lease(store: Arc<dyn Store>) {
     assert!(store.renewals_keep_changed_at(), "the suite's stores are at the current schema");
-    let first = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(10_000)), 1_000), Some((9, 3)));
+    let first = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(10_000)), 1_000), TERMS);
     assert_eq!(store.put(&first, 1_000).await.unwrap(), PutOutcome::Applied);
-    let beat = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 11_000), Some((10, 4)));
+    let beat = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 11_000), TERMS);
     assert_eq!(store.renew(&beat, 9_000).await.unwrap(), Some(1_000));
     let renewed = at(beat.clone(), 1_000);
     assert_eq!(store.get(&first.key).await.unwrap(), Some(renewed.clone()));
@@ -287,26 +290,27 @@ pub async fn a_renewal_in_place_keeps_changed_at_and_moves_the_lease(store: Arc<
         "a renewal in place is not a change"
     );
     assert_eq!(store.read_changed_since(999).await.unwrap(), vec![renewed]);
-    let termless = at(mk_pool("a", 3, "w", Some("x"), Some(30_000)), 12_000);
-    assert_eq!(store.renew(&termless, 10_000).await.unwrap(), Some(1_000));
-    assert_eq!(store.get(&first.key).await.unwrap(), Some(at(termless, 1_000)), "terms removed");
 }
 
 /// `Store::renew` writes nothing and answers `None` unless the stored
-/// record is the renewal's version and content with an earlier lease:
-/// other content, another owner, another version, a lease not later, a
-/// tombstone (stored or renewed) and a missing item are refused.
+/// record is the renewal's version, content and lease terms with an
+/// earlier lease: other content, another owner, another version, a lease
+/// not later, other terms or none (a reader bounds a renewal it has not
+/// read by the terms it holds), a tombstone (stored or renewed) and a
+/// missing item are refused.
 pub async fn a_renewal_in_place_is_refused_unless_it_renews_the_stored_record(
     store: Arc<dyn Store>,
 ) {
-    let stored = at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 1_000);
+    let stored = with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(20_000)), 1_000), TERMS);
     store.put(&stored, 1_000).await.unwrap();
+    let termless = at(mk_pool("b", 3, "w", Some("x"), Some(20_000)), 1_000);
+    store.put(&termless, 1_000).await.unwrap();
     let mut tomb = at(mk_tombstone("t", 3, "w"), 1_000);
     tomb.owner = Some("x".into());
     store.put(&tomb, 1_000).await.unwrap();
     let later = |mut r: Record| {
         r.lease_until_ms = Some(30_000);
-        at(r, 2_000)
+        with_terms(at(r, 2_000), TERMS)
     };
     let mut other_content = later(stored.clone());
     other_content.body = Body::Pool(pool("a", "another-model"));
@@ -321,8 +325,14 @@ pub async fn a_renewal_in_place_is_refused_unless_it_renews_the_stored_record(
         ("an older generation", later(mk_pool("a", 2, "w", Some("x"), None))),
         ("another writer", later(mk_pool("a", 3, "v", Some("x"), None))),
         ("the same lease end", at(stored.clone(), 2_000)),
-        ("an earlier lease end", at(mk_pool("a", 3, "w", Some("x"), Some(15_000)), 2_000)),
-        ("no lease", at(mk_pool("a", 3, "w", Some("x"), None), 2_000)),
+        (
+            "an earlier lease end",
+            with_terms(at(mk_pool("a", 3, "w", Some("x"), Some(15_000)), 2_000), TERMS),
+        ),
+        ("no lease", with_terms(at(mk_pool("a", 3, "w", Some("x"), None), 2_000), TERMS)),
+        ("other terms", with_terms(later(stored.clone()), Some((20_000, 5_000)))),
+        ("no terms", with_terms(later(stored.clone()), None)),
+        ("over an item without terms", later(termless.clone())),
         ("a tombstone", at(tomb.clone(), 2_000)),
         ("over a stored tombstone", over_tomb),
         ("a missing item", later(mk_pool("missing", 3, "w", Some("x"), None))),
@@ -332,7 +342,7 @@ pub async fn a_renewal_in_place_is_refused_unless_it_renews_the_stored_record(
     }
     let mut all = store.read_all().await.unwrap();
     all.sort_by_key(|r| r.key.clone());
-    let mut want = vec![stored.clone(), tomb];
+    let mut want = vec![stored.clone(), termless, tomb];
     want.sort_by_key(|r| r.key.clone());
     assert_eq!(all, want, "nothing written");
 }

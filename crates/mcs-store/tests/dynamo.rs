@@ -294,6 +294,14 @@ async fn throttling_past_the_attempts_is_unavailable() {
 /// A role without `UpdateItem` (a rollout that missed the policy change):
 /// each renewal in place fails, is answered `None`, and the put that
 /// follows writes the renewal as before.
+/// `record` with the default lease's terms, as the registrar writes it.
+fn with_terms(record: Record) -> Record {
+    Record {
+        terms: Some(mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 }),
+        ..record
+    }
+}
+
 #[tokio::test]
 async fn a_renewal_in_place_denied_falls_back_to_a_put() {
     let Some(endpoint) = endpoint() else {
@@ -302,9 +310,9 @@ async fn a_renewal_in_place_denied_falls_back_to_a_put() {
     let proxy = ThrottleProxy::denying(&endpoint, "UpdateItem").await;
     let store = store_behind(&proxy, &endpoint, 2).await;
     assert_eq!(store.ensure_schema().await.unwrap(), mcs_store::dynamo::SCHEMA_VERSION);
-    let first = at(mk_pool("a", 5, "w", Some("x"), Some(10_000)), 1_000);
+    let first = with_terms(at(mk_pool("a", 5, "w", Some("x"), Some(10_000)), 1_000));
     assert_eq!(store.put(&first, 1_000).await.unwrap(), PutOutcome::Applied);
-    let beat = at(mk_pool("a", 5, "w", Some("x"), Some(20_000)), 2_000);
+    let beat = with_terms(at(mk_pool("a", 5, "w", Some("x"), Some(20_000)), 2_000));
     assert_eq!(store.renew(&beat, 2_000).await.unwrap(), None);
     assert_eq!(store.get(&first.key).await.unwrap(), Some(first.clone()), "nothing renewed");
     assert_eq!(store.put(&beat, 2_000).await.unwrap(), PutOutcome::Applied);
@@ -317,13 +325,13 @@ async fn requests_and_consumed_capacity_are_recorded() {
     let Some(store) = new_store("metrics").await else {
         return;
     };
-    let record = at(mk_pool("a", 1, "w", None, Some(1 << 40)), 1_000);
+    let record = with_terms(at(mk_pool("a", 1, "w", None, Some(1 << 40)), 1_000));
     store.put(&record, 1_000).await.unwrap();
     store.put(&at(mk_pool("a", 0, "w", None, None), 1_000), 1_000).await.unwrap();
     store.get(&record.key).await.unwrap();
     store.read_all().await.unwrap();
     store.read_changed_since(0).await.unwrap();
-    let renewal = at(mk_pool("a", 1, "w", None, Some(1 << 41)), 1_000);
+    let renewal = with_terms(at(mk_pool("a", 1, "w", None, Some(1 << 41)), 1_000));
     assert!(store.renew(&renewal, 1_000).await.unwrap().is_some());
     assert!(store.renew(&renewal, 1_000).await.unwrap().is_none(), "not later: refused");
 

@@ -18,10 +18,15 @@
 //! ```
 //!
 //! A renewal in place ([`for_renew`], an UpdateItem of the lease end only,
-//! docs/design.md §6) is the `renewal` branch alone: the item exists at the
+//! docs/design.md §6) is the `renewal` branch with the lease terms
+//! unchanged ([`mcs_core::rules::renews_in_place`]): the item exists at the
 //! same version and content (the digest covers the owner and the payload,
-//! so ownership and the withdrawal fence hold by construction) with an
-//! earlier lease end.
+//! so ownership and the withdrawal fence hold by construction) and terms,
+//! with an earlier lease end:
+//!
+//! ```text
+//! renewal AND lease_ms = :lease_ms AND heartbeat_ms = :heartbeat_ms
+//! ```
 //!
 //! gc's delete of an item it read ([`for_delete`]) is conditional on the
 //! item being exactly what was read:
@@ -35,7 +40,9 @@
 //! stored item (`ALL_OLD`): a non-extending renewal is refused here but is
 //! `Renew`, hence applied, for the caller.
 
-use super::item::{CHANGED_AT_MS, DELETED, DIGEST, GEN, LEASE_UNTIL_MS, OWNER, PK, WRITER};
+use super::item::{
+    CHANGED_AT_MS, DELETED, DIGEST, GEN, HEARTBEAT_MS, LEASE_MS, LEASE_UNTIL_MS, OWNER, PK, WRITER,
+};
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::Record;
 use std::collections::HashMap;
@@ -120,8 +127,18 @@ fn renewal(
 /// its lease end, terms and TTL written): the renewal branch of
 /// [`for_write`] alone. `None` when `new` has no lease to renew.
 pub(crate) fn for_renew(new: &Record) -> Option<Condition> {
+    let terms = new.terms?;
     let (mut names, mut values) = (HashMap::new(), HashMap::new());
-    let expression = renewal(new, &mut names, &mut values)?.to_owned();
+    let renewal = renewal(new, &mut names, &mut values)?;
+    // The terms unchanged ([`mcs_core::rules::renews_in_place`]); an item
+    // without them fails the comparison.
+    for a in [LEASE_MS, HEARTBEAT_MS] {
+        names.insert(format!("#{a}"), a.to_owned());
+    }
+    values.insert(":lease_ms".to_owned(), AttributeValue::N(terms.duration_ms.to_string()));
+    values.insert(":heartbeat_ms".to_owned(), AttributeValue::N(terms.heartbeat_ms.to_string()));
+    let expression =
+        format!("{renewal} AND #{LEASE_MS} = :lease_ms AND #{HEARTBEAT_MS} = :heartbeat_ms");
     Some(Condition { expression, names, values })
 }
 
@@ -209,19 +226,25 @@ mod tests {
     }
 
     #[test]
-    fn a_renewal_in_place_is_the_renewal_branch_alone() {
-        let new = mk_pool("a", 5, "w", Some("x"), Some(10_000));
+    fn a_renewal_in_place_is_the_renewal_branch_with_the_terms_unchanged() {
+        let mut new = mk_pool("a", 5, "w", Some("x"), Some(10_000));
+        assert!(for_renew(&new).is_none(), "no terms: not renewed in place");
+        new.terms = Some(mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
         let c = for_renew(&new).unwrap();
+        let branch = "#gen = :gen AND #writer = :writer AND #digest = :digest \
+             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease)";
         assert_eq!(
             c.expression,
-            "#gen = :gen AND #writer = :writer AND #digest = :digest \
-             AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :lease)"
+            format!("{branch} AND #lease_ms = :lease_ms AND #heartbeat_ms = :heartbeat_ms")
         );
-        assert!(for_write(&new, 7).expression.contains(&format!("OR ({})", c.expression)));
+        assert!(for_write(&new, 7).expression.contains(&format!("OR ({branch})")));
         assert_eq!(c.values[":digest"], AttributeValue::S(new.content_digest()));
+        assert_eq!(c.values[":lease_ms"], AttributeValue::N("30000".into()));
+        assert_eq!(c.values[":heartbeat_ms"], AttributeValue::N("10000".into()));
         check_placeholders(&c);
-        assert!(for_renew(&mk_pool("a", 5, "w", Some("x"), None)).is_none(), "no lease");
-        assert!(for_renew(&mk_pool("a", 5, "w", Some("x"), Some(0))).is_none(), "lease 0");
+        let unleased = |lease| Record { lease_until_ms: lease, ..new.clone() };
+        assert!(for_renew(&unleased(None)).is_none(), "no lease");
+        assert!(for_renew(&unleased(Some(0))).is_none(), "lease 0");
     }
 
     #[test]

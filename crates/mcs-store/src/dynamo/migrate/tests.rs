@@ -272,8 +272,10 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     // changed_at_ms as the binaries of 1 beside it need ...
     assert_eq!(store.ensure_schema().await.unwrap(), 2);
     assert!(!store.renewals_keep_changed_at());
+    let terms = Some(mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
     let mut later = mk_pool("old", 5, "w", Some("w"), Some(120_000));
     later.changed_at_ms = 3_000;
+    later.terms = terms;
     assert_eq!(store.renew(&later, 3_000).await.unwrap(), None, "no renewal in place at 2");
     assert_eq!(store.put(&later, 3_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(store.read_changed_since(2_999).await.unwrap(), vec![later.clone()], "a change");
@@ -292,6 +294,7 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     assert!(store.renewals_keep_changed_at());
     let mut beat = mk_pool("old", 5, "w", Some("w"), Some(150_000));
     beat.changed_at_ms = 4_000;
+    beat.terms = terms;
     assert_eq!(store.renew(&beat, 4_000).await.unwrap(), Some(3_000), "changed_at kept");
     assert!(store.read_changed_since(3_000).await.unwrap().is_empty());
     assert_eq!(store.read_lease_ends(130_000, 160_000).await.unwrap()[0].lease_until_ms, 150_000);
