@@ -4,7 +4,7 @@
 use mcs_api::{
     Capacity, HostPort, Label, Lease, Location, NonBlank, Pool, PoolKey, PoolRegistration,
 };
-use mcs_core::{Body, Key, Record, Version};
+use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 
 fn label(value: String) -> Label {
     // Only ever called with "cluster-NN", "llm" and "pool-N": valid labels.
@@ -44,7 +44,8 @@ pub fn pool(i: usize, workers: u32) -> Pool {
     }
 }
 
-/// The stored record of pool `i`.
+/// The stored record of pool `i`, leased under the registry's default
+/// terms (30 s, renewed every 10 s) as the registrar records them.
 pub fn pool_record(
     i: usize,
     workers: u32,
@@ -54,12 +55,12 @@ pub fn pool_record(
 ) -> Record {
     let body = pool(i, workers);
     Record {
-        terms: None,
         key: Key::Pool { pool_id: body.pool_id.clone() },
         version,
         owner: Some(format!("relay-{i}")),
         lease_until_ms: Some(lease_until_ms),
         changed_at_ms,
+        terms: Some(LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 }),
         body: Body::Pool(body),
     }
 }
