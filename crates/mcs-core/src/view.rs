@@ -45,6 +45,12 @@ pub struct LeaseWindow {
     pub settled_ms: u64,
     /// The poll's start, by the reader's clock.
     pub polled_at_ms: u64,
+    /// Leases absent from the read that end after this are left for a
+    /// later poll to raise (at most `to_ms`): a raise lasts until the
+    /// horizon, so a served lease is raised once every few polls rather
+    /// than at each. At least the next poll's start, so nothing lapses
+    /// before it.
+    pub raise_by_ms: u64,
 }
 
 /// What [`View::confirm_leases`] changed.
@@ -96,11 +102,14 @@ pub struct View {
     /// (its lease ran out here), so that a renewal that reached storage
     /// late is still found by [`View::confirm_leases`].
     lapsed: BTreeSet<(u64, Key)>,
-    /// When (the poll's start) [`View::confirm_leases`] last found a lease
-    /// stored beyond its window, for records whose lease end the view holds
-    /// is that lower bound rather than a stored value: their holder's next
-    /// renewal is not known, only that the next poll should confirm again.
-    confirmed_at: HashMap<Key, u64>,
+    /// Served records whose lease end the view holds is the lower bound
+    /// [`View::confirm_leases`] raised it to, not a stored value: their
+    /// holder's next renewal is not known, only that every poll confirms
+    /// them again. Not in `renewals_due`: they are at risk together, once
+    /// `confirmed_poll_ms` is a poll late.
+    raised: HashSet<Key>,
+    /// The start of the poll of the last [`View::confirm_leases`].
+    confirmed_poll_ms: u64,
     /// Non-withdrawn export records by service, whatever their cluster's state.
     exports_by_service: BTreeMap<ServiceName, BTreeSet<Label>>,
     /// Services each cluster exports (non-withdrawn).
@@ -129,7 +138,8 @@ impl View {
             renewal_due_of: HashMap::new(),
             deadlines: BTreeSet::new(),
             lapsed: BTreeSet::new(),
-            confirmed_at: HashMap::new(),
+            raised: HashSet::new(),
+            confirmed_poll_ms: 0,
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
             pools: Section::new(SectionKind::Pools.name()),
@@ -179,7 +189,7 @@ impl View {
         }
         let key = record.key.clone();
         self.learned_at.insert(key.clone(), now_ms);
-        self.confirmed_at.remove(&key);
+        self.raised.remove(&key);
         self.note_renewal(&record);
         if let Some(old) = self.records.insert(key.clone(), record) {
             self.forget_deadline(&old);
@@ -202,6 +212,7 @@ impl View {
                 break;
             };
             self.forget_renewal_due(&key);
+            self.raised.remove(&key);
             self.refresh(&key, now_ms);
             expired.push(key);
         }
@@ -228,25 +239,29 @@ impl View {
     /// seen none, it is the lease's whole duration, so such a lease is at
     /// risk only once it is due. A healthy holder's lease is therefore never
     /// at risk, whatever its length. O(leases at risk).
+    ///
+    /// Leases the view raised from reads of lease ends (`confirm_leases`)
+    /// are at risk together once the last such read is `slack_ms` plus the
+    /// skew allowance old: a poll is late.
     pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
         let late = |due: u64| due.saturating_add(slack_ms) < now_ms;
+        let raised_late = late(self.confirmed_poll_ms.saturating_add(self.skew_ms));
         let overdue = self.renewals_due.iter().take_while(|(due, _)| late(*due)).count();
         let due_in_time = self
             .deadlines
             .iter()
             .take_while(|(deadline, _)| *deadline <= now_ms)
+            .filter(|(_, key)| !(raised_late && self.raised.contains(key)))
             .filter(|(_, key)| !self.renewal_due_of.get(key).is_some_and(|due| late(*due)))
             .count();
-        overdue + due_in_time
+        let raised = if raised_late { self.raised.len() } else { 0 };
+        overdue + due_in_time + raised
     }
 
     /// When `record`'s next renewal is due (before the skew allowance): its
     /// last one plus how often its holder renews, as far as the view can
     /// tell.
     fn renewal_due(&self, record: &Record) -> u64 {
-        if let Some(polled_at) = self.confirmed_at.get(&record.key) {
-            return *polled_at;
-        }
         if let (Some(terms), Some(until)) = (record.terms, record.lease_until_ms) {
             return until.saturating_sub(terms.duration_ms).saturating_add(terms.heartbeat_ms);
         }
@@ -322,7 +337,7 @@ impl View {
         for key in gone {
             self.learned_at.remove(&key);
             self.renewals.remove(&key);
-            self.confirmed_at.remove(&key);
+            self.raised.remove(&key);
             if let Some(old) = self.records.remove(&key) {
                 self.forget_deadline(&old);
             }
@@ -394,6 +409,10 @@ impl View {
     /// index and its next renewal in the renewal index.
     fn schedule(&mut self, key: &Key, until: u64) {
         self.deadlines.insert((until.saturating_add(self.skew_ms), key.clone()));
+        if self.raised.contains(key) {
+            self.forget_renewal_due(key);
+            return;
+        }
         let Some(record) = self.records.get(key) else { return };
         let due = self.renewal_due(record).saturating_add(self.skew_ms);
         if let Some(was) = self.renewal_due_of.insert(key.clone(), due) {
@@ -408,11 +427,13 @@ impl View {
     /// touching what is served; a lapsed one is served again if `until`
     /// makes it live.
     fn extend_lease(&mut self, key: &Key, until: u64, now_ms: u64) {
-        let Some(old) = self.records.get(key).cloned() else { return };
-        let was_served = old.lease_until_ms.is_some_and(|u| {
-            self.deadlines.contains(&(u.saturating_add(self.skew_ms), key.clone()))
-        });
-        self.forget_deadline(&old);
+        let Some(old_until) = self.records.get(key).and_then(|r| r.lease_until_ms) else {
+            return;
+        };
+        let old_deadline = (old_until.saturating_add(self.skew_ms), key.clone());
+        let was_served = self.deadlines.remove(&old_deadline);
+        self.lapsed.remove(&(old_until, old_deadline.1));
+        self.forget_renewal_due(key);
         if let Some(record) = self.records.get_mut(key) {
             record.lease_until_ms = Some(until);
         }
@@ -448,6 +469,7 @@ impl View {
         now_ms: u64,
     ) -> Confirmed {
         let mut result = Confirmed::default();
+        self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
         let mut stored: HashMap<&Key, u64> = HashMap::new();
         for end in ends {
             if self.records.get(&end.key).is_some_and(|r| r.version == end.version) {
@@ -455,21 +477,16 @@ impl View {
                 *until = (*until).max(end.lease_until_ms);
             }
         }
-        let renewed: Vec<(Key, u64)> = stored
-            .iter()
-            .filter(|(key, until)| {
-                self.records.get(**key).is_some_and(|r| r.lease_until_ms < Some(**until))
-            })
-            .map(|(key, until)| ((*key).clone(), *until))
-            .collect();
+        let read: Vec<(Key, u64)> = stored.iter().map(|(k, u)| ((*k).clone(), *u)).collect();
         let in_window = |until: u64| (window.from_ms..=window.to_ms).contains(&until);
+        let raise_by = window.to_ms.min(window.raise_by_ms);
         let skew = self.skew_ms;
         let absent: Vec<Key> = self
             .deadlines
             .iter()
             .map(|(deadline, key)| (deadline.saturating_sub(skew), key))
             .skip_while(|(until, _)| *until < window.from_ms)
-            .take_while(|(until, _)| *until <= window.to_ms)
+            .take_while(|(until, _)| *until <= raise_by)
             .chain(
                 self.lapsed
                     .iter()
@@ -480,10 +497,17 @@ impl View {
             .filter(|(until, key)| in_window(*until) && !stored.contains_key(key))
             .map(|(_, key)| key.clone())
             .collect();
-        for (key, until) in renewed {
-            self.confirmed_at.remove(&key);
-            self.extend_lease(&key, until, now_ms);
-            result.renewed += 1;
+        // Stored ends read back: the view's end is a stored one again.
+        for (key, until) in read {
+            let was_raised = self.raised.remove(&key);
+            let held = self.records.get(&key).and_then(|r| r.lease_until_ms);
+            if held < Some(until) {
+                self.extend_lease(&key, until, now_ms);
+                result.renewed += 1;
+            } else if was_raised && let Some(held) = held {
+                // Stored exactly at the bound: due by its terms again.
+                self.extend_lease(&key, held, now_ms);
+            }
         }
         for key in absent {
             let Some(record) = self.records.get(&key) else { continue };
@@ -491,13 +515,13 @@ impl View {
                 continue;
             };
             let bound = window.to_ms.min(window.settled_ms.saturating_add(terms.duration_ms));
-            self.confirmed_at.insert(key.clone(), window.polled_at_ms);
             if bound > until {
+                self.raised.insert(key.clone());
                 self.extend_lease(&key, bound, now_ms);
+                if !self.deadlines.contains(&(bound.saturating_add(skew), key.clone())) {
+                    self.raised.remove(&key);
+                }
                 result.extended += 1;
-            } else if self.deadlines.contains(&(until.saturating_add(skew), key.clone())) {
-                self.forget_renewal_due(&key);
-                self.schedule(&key, until);
             }
         }
         // Lapsed leases below the window are past any renewal a later read

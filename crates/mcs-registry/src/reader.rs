@@ -222,6 +222,10 @@ impl Reader {
             to_ms: started_ms.saturating_add(self.config.lease_horizon_ms),
             settled_ms: started_ms.saturating_sub(self.config.lookback_ms),
             polled_at_ms: started_ms,
+            // Raised when due within two polls: the next, and one more in
+            // case that one fails.
+            raise_by_ms: started_ms
+                .saturating_add(2 * self.config.refresh_interval.as_millis() as u64),
         };
         const MODE: &str = "lease_ends";
         let started = Instant::now();

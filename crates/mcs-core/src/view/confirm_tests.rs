@@ -32,6 +32,7 @@ fn window(previous: u64, polled_at: u64) -> LeaseWindow {
         to_ms: polled_at + horizon,
         settled_ms: polled_at.saturating_sub(LOOKBACK),
         polled_at_ms: polled_at,
+        raise_by_ms: polled_at + 2 * REFRESH,
     }
 }
 
@@ -61,19 +62,22 @@ fn a_lease_absent_from_the_read_is_raised_to_the_window_end_and_no_further() {
     let before = v.pools().fingerprint();
     // Poll at 10 s: the lease (30 s) is beyond the window (27.5 s).
     assert_eq!(v.confirm_leases(&[], window(8_000, 10_000), 10_000), Confirmed::default());
+    // Poll at 24 s: in the window, but ending after the next two polls:
+    // left for a later one.
+    assert_eq!(v.confirm_leases(&[], window(22_000, 24_000), 24_000), Confirmed::default());
     assert_eq!(lease_of(&v, &pool), Some(30_000));
-    // Poll at 14 s: in the window (to 31.5 s) and not returned, so stored
-    // beyond it: raised to the window's end.
-    let got = v.confirm_leases(&[], window(12_000, 14_000), 14_000);
+    // Poll at 26 s: due by the poll after next and not returned, so stored
+    // beyond the window: raised to its end (43.5 s).
+    let got = v.confirm_leases(&[], window(24_000, 26_000), 26_000);
     assert_eq!(got, Confirmed { renewed: 0, extended: 1 });
-    assert_eq!(lease_of(&v, &pool), Some(31_500));
-    assert_eq!(v.next_deadline(), Some(31_500 + SKEW));
+    assert_eq!(lease_of(&v, &pool), Some(43_500));
+    assert_eq!(v.next_deadline(), Some(43_500 + SKEW));
     assert_eq!(v.pools().fingerprint(), before, "served content is unchanged");
-    assert!(v.advance(31_000).is_empty(), "the old deadline is gone");
+    assert!(v.advance(43_000).is_empty(), "the old deadline is gone");
     // A later stored end read back is taken as it is.
-    let got = v.confirm_leases(&[end(&pool, 40_000)], window(14_000, 16_000), 16_000);
+    let got = v.confirm_leases(&[end(&pool, 50_000)], window(26_000, 28_000), 28_000);
     assert_eq!(got, Confirmed { renewed: 1, extended: 0 });
-    assert_eq!(lease_of(&v, &pool), Some(40_000));
+    assert_eq!(lease_of(&v, &pool), Some(50_000));
 }
 
 #[test]
@@ -83,7 +87,7 @@ fn a_short_lease_is_raised_only_to_the_earliest_end_a_recent_write_can_have() {
     // from the index, and ends no earlier than settled + 12 s.
     let pool = leased("a", 0, terms(12_000, 4_000));
     v.apply(pool.clone(), 0);
-    v.confirm_leases(&[], window(4_000, 6_000), 6_000);
+    v.confirm_leases(&[], window(8_000, 10_000), 10_000);
     assert_eq!(lease_of(&v, &pool), Some(12_000), "settled 0 + 12 s is no later");
     v.confirm_leases(&[], window(10_000, 12_000), 12_000);
     assert_eq!(lease_of(&v, &pool), Some(14_000), "settled 2 s + 12 s");
@@ -96,11 +100,8 @@ fn a_holder_that_stopped_expires_at_its_stored_end() {
     v.apply(pool.clone(), 0);
     // The stored end is the view's: returned, so nothing is raised.
     for polled_at in (14_000..=30_000).step_by(2_000) {
-        let got = v.confirm_leases(
-            &[end(&pool, 30_000)],
-            window(polled_at - 2_000, polled_at),
-            polled_at,
-        );
+        let ends = [end(&pool, 30_000)];
+        let got = v.confirm_leases(&ends, window(polled_at - 2_000, polled_at), polled_at);
         assert_eq!(got, Confirmed::default());
     }
     assert!(v.advance(30_000 + SKEW - 1).is_empty());
@@ -114,9 +115,9 @@ fn an_end_of_another_version_does_not_count_as_the_records() {
     v.apply(pool.clone(), 0);
     let mut other = end(&pool, 20_000);
     other.version = crate::Version::new(0, "r");
-    let got = v.confirm_leases(&[other], window(12_000, 14_000), 14_000);
+    let got = v.confirm_leases(&[other], window(24_000, 26_000), 26_000);
     assert_eq!(got.extended, 1, "the view's version is stored beyond the window");
-    assert_eq!(lease_of(&v, &pool), Some(31_500));
+    assert_eq!(lease_of(&v, &pool), Some(43_500));
 }
 
 #[test]
@@ -125,7 +126,7 @@ fn records_without_terms_are_left_to_the_change_feed() {
     let mut pool = leased("a", 0, terms(30_000, 10_000));
     pool.terms = None;
     v.apply(pool.clone(), 0);
-    assert_eq!(v.confirm_leases(&[], window(12_000, 14_000), 14_000), Confirmed::default());
+    assert_eq!(v.confirm_leases(&[], window(24_000, 26_000), 26_000), Confirmed::default());
     assert_eq!(lease_of(&v, &pool), Some(30_000));
 }
 
@@ -150,14 +151,24 @@ fn a_lapsed_lease_renewed_late_is_served_again() {
 }
 
 #[test]
-fn a_confirmed_lease_is_at_risk_once_a_poll_is_missed() {
+fn raised_leases_are_at_risk_together_once_a_poll_is_missed() {
     let mut v = View::new(SKEW);
     let pool = leased("a", 0, terms(30_000, 10_000));
-    v.apply(pool, 0);
-    v.confirm_leases(&[], window(12_000, 14_000), 14_000);
-    assert_eq!(v.leases_at_risk(14_000 + SKEW + REFRESH, REFRESH), 0);
-    assert_eq!(v.leases_at_risk(14_000 + SKEW + REFRESH + 1, REFRESH), 1);
-    assert_eq!(at_risk_by_brute_force(&v, 14_000 + SKEW + REFRESH + 1, REFRESH), 1);
+    v.apply(pool.clone(), 0);
+    v.confirm_leases(&[], window(24_000, 26_000), 26_000);
+    assert_eq!(v.leases_at_risk(26_000 + SKEW + REFRESH, REFRESH), 0);
+    assert_eq!(v.leases_at_risk(26_000 + SKEW + REFRESH + 1, REFRESH), 1);
+    assert_eq!(at_risk_by_brute_force(&v, 26_000 + SKEW + REFRESH + 1, REFRESH), 1);
+    // A poll that does not raise it again still confirms it.
+    v.confirm_leases(&[], window(26_000, 28_000), 28_000);
+    assert_eq!(lease_of(&v, &pool), Some(43_500), "not raised again yet");
+    assert_eq!(v.leases_at_risk(28_000 + SKEW + REFRESH, REFRESH), 0);
+    // Read back at its stored end: due by its terms again (renewed at
+    // 25.5 s, next due at 35.5 s).
+    v.confirm_leases(&[end(&pool, 55_500)], window(28_000, 30_000), 30_000);
+    assert_eq!(lease_of(&v, &pool), Some(55_500));
+    assert_eq!(v.leases_at_risk(35_500 + SKEW + REFRESH, REFRESH), 0);
+    assert_eq!(v.leases_at_risk(35_500 + SKEW + REFRESH + 1, REFRESH), 1);
 }
 
 /// One holder in the model of [`confirmed_views_keep_live_leases_and_drop_dead_ones`].

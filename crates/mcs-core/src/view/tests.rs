@@ -371,11 +371,16 @@ fn a_retry_right_after_a_renewal_is_not_taken_for_the_heartbeat() {
 
 /// [`View::leases_at_risk`] counted the slow way, from every served lease.
 pub(super) fn at_risk_by_brute_force(v: &View, now: u64, slack: u64) -> usize {
+    let raised_late = v.confirmed_poll_ms + v.skew_ms + slack < now;
     v.deadlines
         .iter()
         .filter(|(deadline, key)| {
-            let due = v.renewal_due(&v.records[key]) + v.skew_ms;
-            *deadline <= now || due + slack < now
+            let overdue = if v.raised.contains(key) {
+                raised_late
+            } else {
+                v.renewal_due(&v.records[key]) + v.skew_ms + slack < now
+            };
+            *deadline <= now || overdue
         })
         .count()
 }
