@@ -207,6 +207,18 @@ impl Record {
         digest[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
+    /// When the record was last written, renewals included: its content's
+    /// write (`changed_at_ms`), or its last renewal (the lease end less the
+    /// lease's duration) when its terms say so, whichever is later. A
+    /// renewal in place keeps `changed_at_ms` (docs/design.md §6).
+    pub fn last_written_ms(&self) -> u64 {
+        let renewed = match (self.lease_until_ms, self.terms) {
+            (Some(until), Some(terms)) => until.saturating_sub(terms.duration_ms),
+            _ => 0,
+        };
+        self.changed_at_ms.max(renewed)
+    }
+
     /// Whether `self` should replace `stored` in a merged view
     /// ([`rules::supersedes`]).
     pub fn supersedes(&self, stored: &Record) -> bool {

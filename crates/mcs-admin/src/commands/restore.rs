@@ -29,16 +29,17 @@
 //! known to have been current ([`last_current_ms`]) is before `now -
 //! retention + 2 × skew allowance` (the margin covers writers' clocks):
 //!
-//! - a leased record (pool, router, cluster): its `changed_at_ms`, which
-//!   every renewal moves. One not written for that long has no lease left
-//!   (a lease lasts at most a day, the retention is longer), and TTL would
-//!   have dropped it.
+//! - a leased record (pool, router, cluster): its last write, renewals
+//!   included ([`Record::last_written_ms`]: a renewal in place keeps
+//!   `changed_at_ms` but moves the lease end). One not written for that
+//!   long has no lease left (a lease lasts at most a day, the retention is
+//!   longer), and TTL would have dropped it.
 //! - a tombstone: its `changed_at_ms`, its withdrawal; TTL would have
 //!   dropped it too.
 //! - an export: it has no lease and may stay unchanged for months while its
 //!   cluster renews its lease, so its own `changed_at_ms` says little. It is
-//!   the later of its own and that of its cluster's record in the same dump
-//!   (the cluster's last renewal before the dump): a dump holds a key's
+//!   the later of its own and the last write of its cluster's record in
+//!   the same dump (the cluster's last renewal before the dump): a dump holds a key's
 //!   tombstone if one was written before the dump, so only a tombstone
 //!   written after the dump can be missing, and one is still kept while
 //!   the dump is younger than the retention.
@@ -119,16 +120,16 @@ fn last_current_ms(record: &Record, clusters: &HashMap<&Key, u64>) -> u64 {
             let cluster = Key::Cluster { cluster_id: key.cluster_id.clone() };
             record.changed_at_ms.max(clusters.get(&cluster).copied().unwrap_or(0))
         }
-        _ => record.changed_at_ms,
+        _ => record.last_written_ms(),
     }
 }
 
-/// The `changed_at_ms` of the cluster records of a dump.
+/// When the cluster records of a dump were last written.
 fn cluster_times(records: &[Record]) -> HashMap<&Key, u64> {
     records
         .iter()
         .filter(|r| matches!(r.key, Key::Cluster { .. }))
-        .map(|r| (&r.key, r.changed_at_ms))
+        .map(|r| (&r.key, r.last_written_ms()))
         .collect()
 }
 

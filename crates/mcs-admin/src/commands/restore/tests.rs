@@ -131,9 +131,19 @@ fn an_export_is_as_old_as_its_clusters_last_renewal_in_the_dump() {
     assert_eq!(cutoff, 98 * day + 2_000, "the retention less twice the skew allowance");
     let renewed = at(mk_cluster("east", 1, "inc", now + 30_000), now - 60_000);
     let lapsed = at(mk_cluster("west", 1, "inc", now - 5 * day), now - 5 * day);
+    // Registered a month ago, renewed in place (changed_at kept) a minute
+    // ago: its lease end and terms tell the renewal.
+    let terms = Some(mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
+    let in_place = |mut r: Record| {
+        r.terms = terms;
+        at(r, now - 30 * day)
+    };
     let records = vec![
         renewed.clone(),
         lapsed.clone(),
+        in_place(mk_cluster("south", 1, "inc", now - 30_000)),
+        at(mk_export("south", "db", 1, mk_export_spec(0, vec![])), now - 30 * day),
+        in_place(mk_pool("kept", 1, "w", None, Some(now - 30_000))),
         // Unchanged for a month, its cluster renewed a minute ago: current.
         at(mk_export("east", "web", 1, mk_export_spec(0, vec![])), now - 30 * day),
         // Its cluster stopped renewing five days ago.
