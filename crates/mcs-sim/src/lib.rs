@@ -42,7 +42,7 @@ pub mod table;
 mod world;
 
 pub use check::{Invariant, Violation};
-pub use params::Knobs;
+pub use params::{Confirm, Knobs};
 pub use rules::Rules;
 pub use stats::Stats;
 pub use world::Options;
