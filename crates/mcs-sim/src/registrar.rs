@@ -139,9 +139,11 @@ pub struct Process {
     /// this version, it serves the key until this lease end, by its own
     /// clock ([`crate::check`], invariant `RenewalServed`).
     pub promised: BTreeMap<Key, (Version, u64)>,
-    /// Keys whose newer version a delta poll missed (it reached the indexes
-    /// later than the lookback allows): the version the view still held
-    /// when a poll's indexes already showed a newer one, until a full read.
+    /// Keys for which a delta poll's indexes broke the lookback's promise
+    /// (replication later than the lookback): they showed a newer version
+    /// than the view's, which the change feed had missed, or lacked an image
+    /// written before the poll's settled time. The version the view held
+    /// then, while it holds it.
     pub missed: BTreeMap<Key, Version>,
     /// The highest version of every key this process has read or written:
     /// every stored image is an acknowledged write, so this is the newest
@@ -247,7 +249,7 @@ impl Process {
         self.promise(table, t, Some(window), strict_renewals, stats);
         for (key, held) in &self.merged {
             let newer = table.stored_lease(key, t, true).filter(|(r, _)| r.version > held.version);
-            if newer.is_some() {
+            if newer.is_some() || table.index_misses_settled(key, t, window.settled_ms) {
                 self.missed.insert(key.clone(), held.version.clone());
             }
         }
@@ -331,7 +333,6 @@ impl Process {
         let records = table.read_all();
         self.observe_all(&records, now);
         self.watermark_ms = now;
-        self.missed.clear();
         let resync = self.view.replace_all(records.clone(), now, now);
         stats.records_dropped += resync.dropped as u64;
         let mut seen = BTreeSet::new();
@@ -350,6 +351,8 @@ impl Process {
         self.merged.retain(|k, r| seen.contains(k) || r.changed_at_ms >= now);
         let keys: Vec<Key> = self.merged.keys().chain(seen.iter()).cloned().collect();
         self.sync(keys.iter(), now, stats);
+        let merged = &self.merged;
+        self.missed.retain(|k, v| merged.get(k).is_some_and(|r| r.version == *v));
         self.promise(table, t, None, true, stats);
         self.ready = true;
     }

@@ -40,6 +40,19 @@ pub struct Item {
 struct Lagging {
     shown: Option<Record>,
     until: u64,
+    /// The earliest write time (by its writer's clock) of the images the
+    /// indexes have not caught up with.
+    oldest_pending_ms: u64,
+}
+
+/// When `record` was written, by its writer's clock: a renewal keeps
+/// `changed_at`, so a leased image's write is its lease end less its
+/// duration.
+fn written_at(record: &Record) -> u64 {
+    match (record.lease_until_ms, record.terms) {
+        (Some(until), Some(terms)) => until.saturating_sub(terms.duration_ms),
+        _ => record.changed_at_ms,
+    }
 }
 
 /// One region's replica.
@@ -93,16 +106,20 @@ impl Table {
         let id = (item.record.key.clone(), origin);
         let old = self.items.insert(id.clone(), item);
         let until = t.saturating_add(index_lag_ms);
+        let written = self.items.get(&id).map_or(0, |i| written_at(&i.record));
         match self.lagging.get_mut(&id) {
             // The indexes have not caught up with the previous image yet:
             // they keep showing what they show, for longer.
-            Some(lag) if lag.until > t => lag.until = lag.until.max(until),
+            Some(lag) if lag.until > t => {
+                lag.until = lag.until.max(until);
+                lag.oldest_pending_ms = lag.oldest_pending_ms.min(written);
+            }
             _ if index_lag_ms == 0 => {
                 self.lagging.remove(&id);
             }
             _ => {
                 let shown = old.as_ref().map(|i| i.record.clone());
-                self.lagging.insert(id, Lagging { shown, until });
+                self.lagging.insert(id, Lagging { shown, until, oldest_pending_ms: written });
             }
         }
         old
@@ -119,6 +136,18 @@ impl Table {
             Some(lag) if lag.until > t => lag.shown.as_ref(),
             _ => Some(&item.record),
         })
+    }
+
+    /// Whether the indexes at true time `t` miss an image of `key` written
+    /// (by its writer's clock) before `settled_ms`: what the design assumes
+    /// never happens (the lookback covers index lag), and replication later
+    /// than the lookback (a partition) makes happen, since the image
+    /// reaches the replica, and so its indexes, only then.
+    pub fn index_misses_settled(&self, key: &Key, t: u64, settled_ms: u64) -> bool {
+        self.lagging
+            .range((key.clone(), 0)..)
+            .take_while(|((k, _), _)| k == key)
+            .any(|(_, lag)| lag.until > t && lag.oldest_pending_ms < settled_ms)
     }
 
     /// Every record changed after `since_ms` (the `changes` index, at true
