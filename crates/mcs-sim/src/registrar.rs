@@ -37,7 +37,9 @@ use crate::table::Table;
 use mcs_core::rules::renewal_extends;
 use mcs_core::view::{Confirmed, LeaseWindow};
 use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
-use mcs_core::{Body, Hlc, Key, LeasePolicy, LeaseTerms, Record, Version, View, WriteDecision};
+use mcs_core::{
+    Body, Hlc, Key, LeaseEnd, LeasePolicy, LeaseTerms, Record, Version, View, WriteDecision,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a client asked a registrar to write.
@@ -246,7 +248,8 @@ impl Process {
             settled_ms: now.saturating_sub(self.lookback_ms),
             polled_at_ms: now,
         };
-        self.promise(table, t, Some(window), strict_renewals, stats);
+        let ends = table.read_lease_ends(window.from_ms, window.to_ms, t);
+        self.promise(table, t, Some((window, &ends)), strict_renewals, stats);
         for (key, held) in &self.merged {
             let newer = table.stored_lease(key, t, true).filter(|(r, _)| r.version > held.version);
             if newer.is_some() || table.index_misses_settled(key, t, window.settled_ms) {
@@ -258,7 +261,6 @@ impl Process {
             Confirm::Never => return None,
             Confirm::Uncapped => LeaseWindow { settled_ms: window.to_ms, ..window },
         };
-        let ends = table.read_lease_ends(window.from_ms, window.to_ms, t);
         let confirmed = self.view.confirm_leases(&ends, window, now);
         stats.leases_renewed_by_read += confirmed.renewed as u64;
         stats.leases_extended_by_absence += confirmed.extended as u64;
@@ -280,8 +282,8 @@ impl Process {
 
     /// Records what the poll at true time `t` promises (see `promised`):
     /// for each key the view holds, the winner of `table` as the poll could
-    /// read it (the indexes for a delta poll over `window`, the base table
-    /// for a full read) and the latest lease end of its version. A delta
+    /// read it (the indexes for a delta poll, given with its lease ends
+    /// window and what the read returned; the base table for a full read) and the latest lease end of its version. A delta
     /// poll promises a lease the view served at the poll's start (its end
     /// lies in the window, so the read either returns a later end or, by
     /// its absence, raises it past the next poll) or one whose stored end
@@ -296,21 +298,20 @@ impl Process {
         &mut self,
         table: &Table,
         t: u64,
-        window: Option<LeaseWindow>,
+        read: Option<(LeaseWindow, &[LeaseEnd])>,
         strict: bool,
         stats: &mut Stats,
     ) {
         let now = self.now(t);
-        let ends = window.map_or_else(Vec::new, |w| table.read_lease_ends(w.from_ms, w.to_ms, t));
         self.promised.clear();
         for (key, held) in &self.merged {
-            let Some((winner, Some(until))) = table.stored_lease(key, t, window.is_some()) else {
+            let Some((winner, Some(until))) = table.stored_lease(key, t, read.is_some()) else {
                 continue;
             };
             if winner.version != held.version || held.is_tombstone() {
                 continue;
             }
-            if let Some(w) = window {
+            if let Some((w, ends)) = read {
                 if !held.is_live(now, self.skew_ms) && until > w.to_ms {
                     continue;
                 }

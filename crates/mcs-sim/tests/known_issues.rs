@@ -5,6 +5,10 @@
 //! limits. Free exploration of other rules and knobs is the example
 //! `cargo run -p mcs-sim --example explore`.
 //!
+//! The last two are what it found about renewals leaving the change feed
+//! (issue 13): where the lease invariants do not hold, and so are let off
+//! (and counted) by default.
+//!
 //! Fixed earlier, and checked by `schedules.rs`: `Record::supersedes` used
 //! to order equal versions by write time while stores keep renewals by lease
 //! end, so views holding the same items could disagree on when a lease ends.
@@ -90,28 +94,39 @@ fn what_the_design_allows_happens() {
     }
 }
 
-/// Finding (issue 13, renewals out of the change feed): a delta poll that
-/// misses a newer version of a key (it reached the replica later than the
-/// lookback allows: replication lag, a partition) used to leave the view
-/// serving the older version until its stored lease ended. Now the lease
-/// ends read returns no end of the view's version (the item holds the
-/// newer one, or a tombstone, which has no lease end), so
-/// `View::confirm_leases` takes the older version for renewed beyond the
-/// window and raises its lease at every poll: it is served past every
-/// lease stored for it, until the next full read. With
+/// A finding the default invariants let off (and count in `counter`):
+/// with `strict` options the real rules break `invariant` within the first
+/// seeds, and the same schedule passes by default, having counted it.
+fn let_off_by_default(strict: Options, invariant: Invariant, counter: &str) {
+    let failure = hunt(Rules::REAL, strict, SEARCH)
+        .unwrap_or_else(|| panic!("no {counter} within the first {SEARCH} seeds"));
+    eprintln!("{failure}");
+    assert_eq!(failure.violation.invariant, invariant, "{failure}");
+    let stats = run(failure.seed, Rules::REAL, Options::default())
+        .unwrap_or_else(|f| panic!("seed {} fails by default too: {f}", f.seed));
+    let counted = stats.fields().into_iter().find(|(name, _)| *name == counter);
+    assert!(counted.is_some_and(|(_, n)| n > 0), "{counter} not counted:\n{stats}");
+}
+
+/// Finding (issue 13, renewals out of the change feed): the lookback is
+/// also what makes a raise safe, and replication later than the lookback
+/// (replication lag, a partition) breaks it. A delta poll that misses a
+/// newer version of a key used to leave the view serving the older version
+/// until its stored lease ended. Now the lease ends read returns no end of
+/// the view's version (the item holds the newer one, or a tombstone, which
+/// has no lease end), so `View::confirm_leases` takes the older version
+/// for renewed beyond the window and raises its lease at every poll: it is
+/// served past every lease stored for it, until the next full read brings
+/// the newer version. Likewise a renewal replicated late: a full read
+/// takes it before the index has it, the index shows an older image whose
+/// end is below the window, and the lease counts as absent. With
 /// `strict_lease_bound` invariant `LeaseBound` holds there too and fails;
 /// by default it lets such keys off (counted in
 /// `raised_after_missed_change`).
 #[test]
 fn a_missed_change_keeps_the_replaced_version_live() {
-    let options = Options { strict_lease_bound: true, ..Options::default() };
-    let failure = hunt(Rules::REAL, options, SEARCH)
-        .unwrap_or_else(|| panic!("no raise past a missed change within the first {SEARCH} seeds"));
-    eprintln!("{failure}");
-    assert_eq!(failure.violation.invariant, Invariant::LeaseBound, "{failure}");
-    let stats = run(failure.seed, Rules::REAL, Options::default())
-        .unwrap_or_else(|f| panic!("seed {} fails without strict_lease_bound: {f}", f.seed));
-    assert!(stats.raised_after_missed_change > 0, "{stats}");
+    let strict = Options { strict_lease_bound: true, ..Options::default() };
+    let_off_by_default(strict, Invariant::LeaseBound, "raised_after_missed_change");
 }
 
 /// Finding (issue 13): a relay that fails over to another region keeps its
@@ -129,12 +144,6 @@ fn a_missed_change_keeps_the_replaced_version_live() {
 /// `renewals_masked`).
 #[test]
 fn a_failed_over_relay_is_masked_by_its_old_item() {
-    let options = Options { strict_renewals: true, ..Options::default() };
-    let failure = hunt(Rules::REAL, options, SEARCH)
-        .unwrap_or_else(|| panic!("no masked renewal within the first {SEARCH} seeds"));
-    eprintln!("{failure}");
-    assert_eq!(failure.violation.invariant, Invariant::RenewalServed, "{failure}");
-    let stats = run(failure.seed, Rules::REAL, Options::default())
-        .unwrap_or_else(|f| panic!("seed {} fails without strict_renewals: {f}", f.seed));
-    assert!(stats.renewals_masked > 0, "{stats}");
+    let strict = Options { strict_renewals: true, ..Options::default() };
+    let_off_by_default(strict, Invariant::RenewalServed, "renewals_masked");
 }
