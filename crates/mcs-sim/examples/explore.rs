@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  RULES=real|changed_at|supersedes
-//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,never_confirm,uncapped
+//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,ignore_earlier_ends,
+//!        never_confirm,uncapped
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
 //! ```
@@ -26,7 +27,9 @@ fn main() {
         knobs: Knobs {
             lease_drift: has("drift"),
             view_applies_stored_only: has("stored_only"),
-            confirm: if has("never_confirm") {
+            confirm: if has("ignore_earlier_ends") {
+                Confirm::IgnoreEarlierEnds
+            } else if has("never_confirm") {
                 Confirm::Never
             } else if has("uncapped") {
                 Confirm::Uncapped

@@ -257,10 +257,18 @@ impl Process {
             }
         }
         let window = match confirm {
-            Confirm::Real => window,
+            Confirm::Real | Confirm::IgnoreEarlierEnds => window,
             Confirm::Never => return None,
             Confirm::Uncapped => LeaseWindow { settled_ms: window.to_ms, ..window },
         };
+        let mut ends = ends;
+        if confirm == Confirm::IgnoreEarlierEnds {
+            ends.retain(|end| {
+                self.view.record(&end.key).is_none_or(|held| {
+                    held.version != end.version || Some(end.lease_until_ms) >= held.lease_until_ms
+                })
+            });
+        }
         let confirmed = self.view.confirm_leases(&ends, window, now);
         stats.leases_renewed_by_read += confirmed.renewed as u64;
         stats.leases_extended_by_absence += confirmed.extended as u64;
