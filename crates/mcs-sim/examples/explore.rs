@@ -3,12 +3,14 @@
 //! the first two failures.
 //!
 //! ```text
-//!  RULES=real|changed_at|supersedes  KNOBS=drift,stored_only,strict
+//!  RULES=real|changed_at|supersedes
+//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,ignore_earlier_ends,
+//!        never_confirm,uncapped
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
 //! ```
 
-use mcs_sim::{Knobs, Options, Rules, run_many, seeds_from_env};
+use mcs_sim::{Confirm, Knobs, Options, Rules, run_many, seeds_from_env};
 
 fn main() {
     let rules = match std::env::var("RULES").as_deref() {
@@ -20,7 +22,21 @@ fn main() {
     let has = |k: &str| knobs_var.split(',').any(|x| x == k);
     let options = Options {
         strict_leases: has("strict"),
-        knobs: Knobs { lease_drift: has("drift"), view_applies_stored_only: has("stored_only") },
+        strict_lease_bound: has("strict_lease_bound"),
+        strict_renewals: has("strict_renewals"),
+        knobs: Knobs {
+            lease_drift: has("drift"),
+            view_applies_stored_only: has("stored_only"),
+            confirm: if has("ignore_earlier_ends") {
+                Confirm::IgnoreEarlierEnds
+            } else if has("never_confirm") {
+                Confirm::Never
+            } else if has("uncapped") {
+                Confirm::Uncapped
+            } else {
+                Confirm::Real
+            },
+        },
         ..Options::default()
     };
     let seeds = seeds_from_env(2_000);

@@ -5,6 +5,13 @@
 //! that register, heartbeat, withdraw, fail over and crash, and a
 //! replication stream with delay, reordering, loss and partitions.
 //!
+//! Renewals keep the stored `changed_at` (docs/design.md §6, "Renewals and
+//! the change feed"): readers learn them from the `lease_ends` index after
+//! each delta poll, and the replicas' indexes lag their items (within what
+//! the lookback allows). [`check`] says which lease invariants hold at
+//! every instant (lease bound, renewal served: checked after every event,
+//! beside what each view serves) and which only after a full read.
+//!
 //! No I/O, no async runtime, no wall clock and no hash-order dependence: one
 //! `u64` seed decides everything, so a failing seed replays exactly.
 //!
@@ -42,7 +49,7 @@ pub mod table;
 mod world;
 
 pub use check::{Invariant, Violation};
-pub use params::Knobs;
+pub use params::{Confirm, Knobs};
 pub use rules::Rules;
 pub use stats::Stats;
 pub use world::Options;

@@ -26,6 +26,14 @@ pub struct Params {
     pub max_offset_ms: u64,
     /// How far behind its watermark a delta poll reaches.
     pub lookback_ms: u64,
+    /// The longest interval between two polls of a registrar (the
+    /// registry's refresh interval; polls come every 0.5 s to this).
+    pub refresh_ms: u64,
+    /// The longest time an image takes to reach a replica's indexes
+    /// (`changes`, `lease_ends`) after the item took it: what the lookback
+    /// leaves once two clocks' offsets are allowed for (the design's
+    /// assumption that a write older than the lookback is in the index).
+    pub max_index_lag_ms: u64,
     /// Events processed before quiescing.
     pub steps: usize,
     /// Chance (‰) a replication delivery is lost and retried later.
@@ -49,12 +57,38 @@ pub struct Knobs {
     /// stored, instead of every acknowledged record (the registrar applies
     /// a renewal that extended nothing, and so was not stored, too).
     pub view_applies_stored_only: bool,
+    /// How a reader confirms its leases from the stored lease ends after a
+    /// delta poll.
+    pub confirm: Confirm,
+}
+
+/// How a reader confirms its leases after a delta poll (docs/design.md §6,
+/// "Renewals and the change feed").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// [`mcs_core::View::confirm_leases`] over the reader's window.
+    Real,
+    /// BROKEN on purpose: never reads lease ends, so renewals (which keep
+    /// `changed_at`) reach the view only through full reads.
+    Never,
+    /// A proposed fix (`tests/known_issues.rs`): the reader passes
+    /// [`mcs_core::View::confirm_leases`] only the ends that can confirm
+    /// something, dropping every end of the view's version earlier than the
+    /// view's own. Such an end is another origin's item (a relay that
+    /// failed over keeping its version); ends only move later per item, so
+    /// the item the view's end came from lies beyond the window, and the
+    /// view's lease must count as absent rather than as read.
+    IgnoreEarlierEnds,
+    /// BROKEN on purpose: raises a lease absent from the read to the
+    /// window's end, without the `settled + duration` cap that allows for
+    /// a write too recent to be in the index yet.
+    Uncapped,
 }
 
 impl Default for Knobs {
     /// The registrar as it is.
     fn default() -> Self {
-        Self { lease_drift: false, view_applies_stored_only: false }
+        Self { lease_drift: false, view_applies_stored_only: false, confirm: Confirm::Real }
     }
 }
 
@@ -79,15 +113,22 @@ impl Params {
                 }
             })
             .collect();
+        let max_offset_ms = 500;
+        // Drawn in the order they always were, so seeds keep their shape.
+        let pools = rng.range(1, 3) as usize;
+        let heartbeat_ms = [3_000, 3_000, 4_000, 5_000][rng.index(4)];
+        let lookback_ms = if rng.per_mille(300) { 1_000 } else { 10_000 };
         Self {
             regions,
             registrar_regions,
-            pools: rng.range(1, 3) as usize,
+            pools,
             lease_ms,
-            heartbeat_ms: [3_000, 3_000, 4_000, 5_000][rng.index(4)],
+            heartbeat_ms,
             skew_allowance_ms: 1_000,
-            max_offset_ms: 500,
-            lookback_ms: if rng.per_mille(300) { 1_000 } else { 10_000 },
+            max_offset_ms,
+            lookback_ms,
+            refresh_ms: 3_000,
+            max_index_lag_ms: lookback_ms.saturating_sub(2 * max_offset_ms).min(2_000),
             steps: rng.range(40, 260) as usize,
             loss_per_mille: rng.range(0, 200) as u32,
             duplicate_per_mille: rng.range(0, 50) as u32,

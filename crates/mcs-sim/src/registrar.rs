@@ -11,19 +11,35 @@
 //!          ─► Stale: observe; an HLC write retries once with a fresh generation
 //! ```
 //!
+//! Its reader polls as `mcs-registry`'s does: the watermark is the reader's
+//! clock at the start of its last poll; a delta poll reads the `changes`
+//! index from the watermark less the lookback, then the `lease_ends` index
+//! over [`LeaseWindow`] (from what the delta poll reached to the poll's
+//! start plus the horizon of its lease policy) and confirms the view's
+//! leases with it ([`View::confirm_leases`]; docs/design.md §6 "Renewals
+//! and the change feed"). A renewal keeps `changed_at` in storage, so it
+//! reaches a view only that way, or by a full read.
+//!
 //! Beside the real `View` the process keeps `merged`, the winner of every
 //! key by the schedule's merge rule. With the real rule the two always agree
 //! (counted in `view_rebuilds`, which stays 0); with a broken merge rule the
 //! view is rebuilt from `merged`, so the fingerprints come from a real `View`
-//! that holds what the broken rule chose.
+//! that holds what the broken rule chose. A confirmation moves only lease
+//! ends of records the view holds, never which version wins, so `merged`
+//! takes the view's later lease end wherever both hold the same write
+//! (same version, owner and content): the merge rule would have taken
+//! that end too, had it been read as a record.
 
-use crate::params::Knobs;
+use crate::params::{Confirm, Knobs, Params};
 use crate::rules::Rules;
 use crate::stats::Stats;
 use crate::table::Table;
 use mcs_core::rules::renewal_extends;
+use mcs_core::view::{Confirmed, LeaseWindow};
 use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
-use mcs_core::{Body, Hlc, Key, Record, Version, View, WriteDecision};
+use mcs_core::{
+    Body, Hlc, Key, LeaseEnd, LeasePolicy, LeaseTerms, Record, Version, View, WriteDecision,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a client asked a registrar to write.
@@ -107,13 +123,30 @@ pub struct Process {
     pub ready: bool,
     /// The lease this process grants.
     pub lease_ms: u64,
+    /// How often the relays heartbeat: the interval the leases it grants ask for.
+    heartbeat_ms: u64,
     skew_ms: u64,
+    lookback_ms: u64,
+    /// How far past a poll's start it asks for lease ends
+    /// ([`LeasePolicy::horizon_ms`] of its lease policy).
+    horizon_ms: u64,
     hlc: Hlc,
     /// The served view.
     pub view: View,
     /// The winner of every key by the schedule's merge rule.
     pub merged: BTreeMap<Key, Record>,
+    /// Its clock at the start of its last poll.
     watermark_ms: u64,
+    /// What its last poll promises, per key: while the view's winner is of
+    /// this version, it serves the key until this lease end, by its own
+    /// clock ([`crate::check`], invariant `RenewalServed`).
+    pub promised: BTreeMap<Key, (Version, u64)>,
+    /// Keys for which a delta poll's indexes broke the lookback's promise
+    /// (replication later than the lookback): they showed a newer version
+    /// than the view's, which the change feed had missed, or lacked an image
+    /// written before the poll's settled time. The version the view held
+    /// then, while it holds it.
+    pub missed: BTreeMap<Key, Version>,
     /// The highest version of every key this process has read or written:
     /// every stored image is an acknowledged write, so this is the newest
     /// acknowledged write it could know of.
@@ -133,19 +166,34 @@ fn raise(map: &mut BTreeMap<Key, Version>, key: &Key, version: &Version) {
 }
 
 impl Process {
-    /// A fresh process: empty HLC and view, not ready.
-    pub fn new(writer_id: String, epoch: u32, offset_ms: i64, lease_ms: u64, skew_ms: u64) -> Self {
+    /// A fresh process granting leases of `lease_ms`: empty HLC and view,
+    /// not ready.
+    pub fn new(
+        writer_id: String,
+        epoch: u32,
+        offset_ms: i64,
+        lease_ms: u64,
+        params: &Params,
+    ) -> Self {
+        let skew_ms = params.skew_allowance_ms;
+        let policy = LeasePolicy::new(lease_ms / 1000, params.heartbeat_ms / 1000)
+            .expect("the simulation's leases are whole seconds, heartbeat under duration");
         Self {
             writer_id,
             epoch,
             offset_ms,
             ready: false,
             lease_ms,
+            heartbeat_ms: params.heartbeat_ms,
             skew_ms,
+            lookback_ms: params.lookback_ms,
+            horizon_ms: policy.horizon_ms(skew_ms, params.refresh_ms, params.lookback_ms),
             hlc: Hlc::default(),
             view: View::new(skew_ms),
             merged: BTreeMap::new(),
             watermark_ms: 0,
+            promised: BTreeMap::new(),
+            missed: BTreeMap::new(),
             known: BTreeMap::new(),
             known_tombstone: BTreeMap::new(),
         }
@@ -173,21 +221,118 @@ impl Process {
         self.sync(std::iter::once(&key), now, stats);
     }
 
-    /// A delta poll of `table`: what changed since the watermark minus the
-    /// lookback.
+    /// A delta poll of `table` at true time `t`: what the `changes` index
+    /// holds since the watermark less the lookback, then the lease ends
+    /// read and confirmed as `confirm` says. Returns the lease ends window,
+    /// how many ends it held and what the view made of them.
     pub fn delta_poll(
         &mut self,
         table: &Table,
-        lookback_ms: u64,
         t: u64,
         rules: &Rules,
+        confirm: Confirm,
+        strict_renewals: bool,
         stats: &mut Stats,
-    ) {
+    ) -> Option<(LeaseWindow, usize, Confirmed)> {
         let now = self.now(t);
-        let records = table.read_changed_since(self.watermark_ms.saturating_sub(lookback_ms));
+        let reached = self.watermark_ms.saturating_sub(self.lookback_ms);
+        let records = table.read_changed_since(reached, t);
         self.observe_all(&records, now);
         for record in records {
             self.ingest(record, now, rules, stats);
+        }
+        self.watermark_ms = now;
+        let window = LeaseWindow {
+            from_ms: reached,
+            to_ms: now.saturating_add(self.horizon_ms),
+            settled_ms: now.saturating_sub(self.lookback_ms),
+            polled_at_ms: now,
+        };
+        let ends = table.read_lease_ends(window.from_ms, window.to_ms, t);
+        self.promise(table, t, Some((window, &ends)), strict_renewals, stats);
+        for (key, held) in &self.merged {
+            let newer = table.stored_lease(key, t, true).filter(|(r, _)| r.version > held.version);
+            if newer.is_some() || table.index_misses_settled(key, t, window.settled_ms) {
+                self.missed.insert(key.clone(), held.version.clone());
+            }
+        }
+        let window = match confirm {
+            Confirm::Real | Confirm::IgnoreEarlierEnds => window,
+            Confirm::Never => return None,
+            Confirm::Uncapped => LeaseWindow { settled_ms: window.to_ms, ..window },
+        };
+        let mut ends = ends;
+        if confirm == Confirm::IgnoreEarlierEnds {
+            ends.retain(|end| {
+                self.view.record(&end.key).is_none_or(|held| {
+                    held.version != end.version || Some(end.lease_until_ms) >= held.lease_until_ms
+                })
+            });
+        }
+        let confirmed = self.view.confirm_leases(&ends, window, now);
+        stats.leases_renewed_by_read += confirmed.renewed as u64;
+        stats.leases_extended_by_absence += confirmed.extended as u64;
+        let keys: Vec<Key> = self.merged.keys().cloned().collect();
+        for key in &keys {
+            let (Some(held), Some(merged)) = (self.view.record(key), self.merged.get_mut(key))
+            else {
+                continue;
+            };
+            let same_write = (&held.version, &held.owner, &held.body)
+                == (&merged.version, &merged.owner, &merged.body);
+            if same_write && held.lease_until_ms > merged.lease_until_ms {
+                merged.lease_until_ms = held.lease_until_ms;
+            }
+        }
+        self.sync(keys.iter(), now, stats);
+        Some((window, ends.len(), confirmed))
+    }
+
+    /// Records what the poll at true time `t` promises (see `promised`):
+    /// for each key the view holds, the winner of `table` as the poll could
+    /// read it (the indexes for a delta poll, given with its lease ends
+    /// window and what the read returned; the base table for a full read) and the latest lease end of its version. A delta
+    /// poll promises a lease the view served at the poll's start (its end
+    /// lies in the window, so the read either returns a later end or, by
+    /// its absence, raises it past the next poll) or one whose stored end
+    /// lies in the window (the read returns it).
+    ///
+    /// Unless `strict`, it promises nothing for a key whose latest end lies
+    /// beyond the window while another item of the same version has an end
+    /// inside it (a relay that failed over to another region with its
+    /// version): that end masks the absence of the renewed one, and the
+    /// view lets the lease lapse (a finding: `tests/known_issues.rs`).
+    fn promise(
+        &mut self,
+        table: &Table,
+        t: u64,
+        read: Option<(LeaseWindow, &[LeaseEnd])>,
+        strict: bool,
+        stats: &mut Stats,
+    ) {
+        let now = self.now(t);
+        self.promised.clear();
+        for (key, held) in &self.merged {
+            let Some((winner, Some(until))) = table.stored_lease(key, t, read.is_some()) else {
+                continue;
+            };
+            if winner.version != held.version || held.is_tombstone() {
+                continue;
+            }
+            if let Some((w, ends)) = read {
+                if !held.is_live(now, self.skew_ms) && until > w.to_ms {
+                    continue;
+                }
+                let masked = until > w.to_ms
+                    && ends.iter().any(|e| e.key == *key && e.version == held.version);
+                if masked {
+                    stats.renewals_masked += 1;
+                    if !strict {
+                        continue;
+                    }
+                }
+            }
+            self.promised.insert(key.clone(), (winner.version, until));
         }
     }
 
@@ -196,6 +341,7 @@ impl Process {
         let now = self.now(t);
         let records = table.read_all();
         self.observe_all(&records, now);
+        self.watermark_ms = now;
         let resync = self.view.replace_all(records.clone(), now, now);
         stats.records_dropped += resync.dropped as u64;
         let mut seen = BTreeSet::new();
@@ -214,13 +360,18 @@ impl Process {
         self.merged.retain(|k, r| seen.contains(k) || r.changed_at_ms >= now);
         let keys: Vec<Key> = self.merged.keys().chain(seen.iter()).cloned().collect();
         self.sync(keys.iter(), now, stats);
+        let merged = &self.merged;
+        self.missed.retain(|k, v| merged.get(k).is_some_and(|r| r.version == *v));
+        self.promise(table, t, None, true, stats);
         self.ready = true;
     }
 
+    /// Folds the generations read into the HLC. The watermark is not moved
+    /// by what was read: a writer whose clock runs ahead must not push it
+    /// past writes still to come (the reader's rule).
     fn observe_all(&mut self, records: &[Record], now: u64) {
         for record in records {
             self.hlc.observe(record.version.generation, now);
-            self.watermark_ms = self.watermark_ms.max(record.changed_at_ms);
         }
     }
 
@@ -252,7 +403,10 @@ impl Process {
         let key = intent.key.clone();
         let planned = PlannedWrite::plan(
             write::Intent {
-                terms: None,
+                terms: leased.then_some(LeaseTerms {
+                    duration_ms: self.lease_ms,
+                    heartbeat_ms: self.heartbeat_ms,
+                }),
                 key: intent.key,
                 body: intent.body,
                 incarnation: intent.incarnation,
@@ -287,6 +441,12 @@ impl Process {
                         (WriteDecision::Renew, Some(stored)) => renewal_extends(stored, &record),
                         _ => true,
                     };
+                    // A renewal keeps the stored changed_at; the view
+                    // takes what storage holds, as the registrar does.
+                    let image = table.image_of(region, &record);
+                    if store && image.changed_at_ms != record.changed_at_ms {
+                        stats.renewals_out_of_feed += 1;
+                    }
                     stats.writes_acked += 1;
                     if decision == WriteDecision::Renew {
                         stats.renewals_acked += 1;
@@ -294,11 +454,13 @@ impl Process {
                     if record.is_tombstone() {
                         stats.tombstones_acked += 1;
                     }
-                    if store || !site.knobs.view_applies_stored_only {
+                    if store {
+                        self.ingest(image.clone(), now, rules, stats);
+                    } else if !site.knobs.view_applies_stored_only {
                         self.ingest(record.clone(), now, rules, stats);
                     }
                     return Written {
-                        stored: store.then(|| record.clone()),
+                        stored: store.then_some(image),
                         acked: true,
                         reply: Reply::Ok(Box::new(record)),
                     };

@@ -87,6 +87,30 @@ stats! {
     delta_polls,
     /// Full reads.
     full_reads,
+    /// Renewals stored with the item's `changed_at` kept (out of the
+    /// `changes` index).
+    renewals_out_of_feed,
+    /// Leases a view moved to a later end the lease ends read returned.
+    leases_renewed_by_read,
+    /// Leases a view raised because the lease ends read did not return
+    /// them (stored beyond the window).
+    leases_extended_by_absence,
+    /// Images that reached their replica's indexes later than the item
+    /// took them (index lag).
+    index_lagged_images,
+    /// Lease ends a view held above every stored one of their version
+    /// after its delta polls missed a newer version of the key (invariant
+    /// `LeaseBound` lets them off unless strict; `tests/known_issues.rs`).
+    raised_after_missed_change,
+    /// Keys a delta poll promised nothing for because another item of the
+    /// view's version had an end in the lease ends window while the latest
+    /// lay beyond it (invariant `RenewalServed` lets them off unless
+    /// strict; `tests/known_issues.rs`).
+    renewals_masked,
+    /// Promises (invariant `RenewalServed`) checked and kept: a view
+    /// served a key because its last poll could read a lease of its
+    /// version still running.
+    renewals_served,
     /// Times a view had to be rebuilt because it disagreed with the merge
     /// rule (always 0 with the real rules).
     view_rebuilds,

@@ -2,9 +2,25 @@
 //! where `origin` is the region whose registrars wrote it (docs/design.md §3 with
 //! the origin in the sort key). A region writes only items of its own
 //! origin; every other item arrives by replication.
+//!
+//! Two kinds of read, as DynamoDB has them:
+//!
+//! - the base table ([`Table::read_all`], [`Table::get`], [`Table::merged`]):
+//!   every item's latest image;
+//! - the global secondary indexes, `changes` ([`Table::read_changed_since`])
+//!   and `lease_ends` ([`Table::read_lease_ends`]): eventually consistent, so
+//!   an image reaches them some time after the item took it (its index
+//!   lag); until then they show the item's previous image (or nothing, for
+//!   a new item). A replica applies an item's images in order, and so do
+//!   its indexes.
+//!
+//! A renewal (docs/design.md §6, "Renewals and the change feed": same
+//! version and content as this region's stored item, a later lease end)
+//! keeps the stored `changed_at_ms` and moves only the lease end and its
+//! terms ([`Table::image_of`]), so it never enters the `changes` index.
 
 use crate::rules::MergeRule;
-use mcs_core::{Key, Record};
+use mcs_core::{Key, LeaseEnd, Record};
 use std::collections::BTreeMap;
 
 /// A stored image of an item.
@@ -17,11 +33,44 @@ pub struct Item {
     pub commit: u64,
 }
 
+/// What the indexes still show of an item whose latest image has not
+/// reached them: the image they show (none for a new item), until when
+/// (true time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Lagging {
+    shown: Option<Record>,
+    until: u64,
+    /// The earliest write time (by its writer's clock) of the images the
+    /// indexes have not caught up with.
+    oldest_pending_ms: u64,
+}
+
+/// When `record` was written, by its writer's clock: a renewal keeps
+/// `changed_at`, so a leased image's write is its lease end less its
+/// duration.
+fn written_at(record: &Record) -> u64 {
+    match (record.lease_until_ms, record.terms) {
+        (Some(until), Some(terms)) => until.saturating_sub(terms.duration_ms),
+        _ => record.changed_at_ms,
+    }
+}
+
 /// One region's replica.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Table {
     items: BTreeMap<(Key, usize), Item>,
+    lagging: BTreeMap<(Key, usize), Lagging>,
 }
+
+/// Replicas are equal when they hold the same items; their indexes may be
+/// at different points of catching up.
+impl PartialEq for Table {
+    fn eq(&self, other: &Self) -> bool {
+        self.items == other.items
+    }
+}
+
+impl Eq for Table {}
 
 impl Table {
     /// The image of `key` written in `origin`, if any.
@@ -29,9 +78,51 @@ impl Table {
         self.items.get(&(key.clone(), origin))
     }
 
-    /// Stores `item` as the image of `(key, origin)`; returns what it replaced.
-    pub fn put(&mut self, origin: usize, item: Item) -> Option<Item> {
-        self.items.insert((item.record.key.clone(), origin), item)
+    /// What a conditional write of `record` that the write rule accepted
+    /// stores in `origin`'s item: the record itself, or, for a renewal of
+    /// the stored item (same version and content digest, owner included,
+    /// and a later lease end), the stored item with only its lease end and
+    /// terms moved, so that its `changed_at_ms` stays.
+    pub fn image_of(&self, origin: usize, record: &Record) -> Record {
+        match self.get(&record.key, origin).map(|i| &i.record) {
+            Some(stored)
+                if stored.version == record.version
+                    && stored.content_digest() == record.content_digest()
+                    && mcs_core::rules::renewal_extends(stored, record) =>
+            {
+                Record {
+                    lease_until_ms: record.lease_until_ms,
+                    terms: record.terms,
+                    ..stored.clone()
+                }
+            }
+            _ => record.clone(),
+        }
+    }
+
+    /// Stores `item` as the image of `(key, origin)` at true time `t`; the
+    /// indexes show it from `t + index_lag_ms` on. Returns what it replaced.
+    pub fn put(&mut self, origin: usize, item: Item, t: u64, index_lag_ms: u64) -> Option<Item> {
+        let id = (item.record.key.clone(), origin);
+        let old = self.items.insert(id.clone(), item);
+        let until = t.saturating_add(index_lag_ms);
+        let written = self.items.get(&id).map_or(0, |i| written_at(&i.record));
+        match self.lagging.get_mut(&id) {
+            // The indexes have not caught up with the previous image yet:
+            // they keep showing what they show, for longer.
+            Some(lag) if lag.until > t => {
+                lag.until = lag.until.max(until);
+                lag.oldest_pending_ms = lag.oldest_pending_ms.min(written);
+            }
+            _ if index_lag_ms == 0 => {
+                self.lagging.remove(&id);
+            }
+            _ => {
+                let shown = old.as_ref().map(|i| i.record.clone());
+                self.lagging.insert(id, Lagging { shown, until, oldest_pending_ms: written });
+            }
+        }
+        old
     }
 
     /// Every record, in item order (a scan).
@@ -39,13 +130,73 @@ impl Table {
         self.items.values().map(|i| i.record.clone()).collect()
     }
 
-    /// Every record changed after `since_ms` (the `changes` index).
-    pub fn read_changed_since(&self, since_ms: u64) -> Vec<Record> {
-        self.items
-            .values()
-            .filter(|i| i.record.changed_at_ms > since_ms)
-            .map(|i| i.record.clone())
+    /// The image of every item as the indexes show it at true time `t`.
+    fn indexed(&self, t: u64) -> impl Iterator<Item = &Record> {
+        self.items.iter().filter_map(move |(id, item)| match self.lagging.get(id) {
+            Some(lag) if lag.until > t => lag.shown.as_ref(),
+            _ => Some(&item.record),
+        })
+    }
+
+    /// Whether the indexes at true time `t` miss an image of `key` written
+    /// (by its writer's clock) before `settled_ms`: what the design assumes
+    /// never happens (the lookback covers index lag), and replication later
+    /// than the lookback (a partition) makes happen, since the image
+    /// reaches the replica, and so its indexes, only then.
+    pub fn index_misses_settled(&self, key: &Key, t: u64, settled_ms: u64) -> bool {
+        self.lagging
+            .range((key.clone(), 0)..)
+            .take_while(|((k, _), _)| k == key)
+            .any(|(_, lag)| lag.until > t && lag.oldest_pending_ms < settled_ms)
+    }
+
+    /// Every record changed after `since_ms` (the `changes` index, at true
+    /// time `t`).
+    pub fn read_changed_since(&self, since_ms: u64, t: u64) -> Vec<Record> {
+        self.indexed(t).filter(|r| r.changed_at_ms > since_ms).cloned().collect()
+    }
+
+    /// The lease end of every item whose lease ends in `from_ms..=to_ms`
+    /// (the `lease_ends` index, at true time `t`): one per item, so several
+    /// of one key when several origins hold it. Tombstones and exports
+    /// have none.
+    pub fn read_lease_ends(&self, from_ms: u64, to_ms: u64, t: u64) -> Vec<LeaseEnd> {
+        self.indexed(t)
+            .filter(|r| !r.is_tombstone())
+            .filter_map(|r| {
+                let until = r.lease_until_ms.filter(|u| (from_ms..=to_ms).contains(u))?;
+                Some(LeaseEnd {
+                    key: r.key.clone(),
+                    version: r.version.clone(),
+                    lease_until_ms: until,
+                })
+            })
             .collect()
+    }
+
+    /// The winner of `key` by [`Record::supersedes`] among its images as a
+    /// reader sees them at true time `t` (the indexes' when `indexed`, the
+    /// base table's otherwise), with the latest lease end of any item of
+    /// the winner's version (none for a tombstone): what a reader that has
+    /// just read them could know of the key.
+    pub fn stored_lease(&self, key: &Key, t: u64, indexed: bool) -> Option<(Record, Option<u64>)> {
+        let images: Vec<&Record> = if indexed {
+            self.indexed(t).filter(|r| r.key == *key).collect()
+        } else {
+            self.items
+                .range((key.clone(), 0)..)
+                .take_while(|((k, _), _)| k == key)
+                .map(|(_, i)| &i.record)
+                .collect()
+        };
+        let winner =
+            images.iter().copied().reduce(|held, r| if r.supersedes(held) { r } else { held })?;
+        let until = images
+            .iter()
+            .filter(|r| r.version == winner.version && !r.is_tombstone())
+            .filter_map(|r| r.lease_until_ms)
+            .max();
+        Some((winner.clone(), until))
     }
 
     /// The winner among the items of `key` by `merge` (what a strongly

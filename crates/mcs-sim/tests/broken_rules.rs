@@ -2,7 +2,7 @@
 //! mcs-core: the invariants must catch each within a bounded number of
 //! schedules, and say which invariant and which seed.
 
-use mcs_sim::{Failure, Invariant, Options, Rules, run_many, search_seeds};
+use mcs_sim::{Confirm, Failure, Invariant, Knobs, Options, Rules, run, run_many, search_seeds};
 
 /// The lowest failing seed below `limit` (or `MCS_SIM_SEED`, replayed).
 fn hunt(rules: Rules, options: Options, limit: u64) -> Failure {
@@ -63,4 +63,34 @@ fn a_withdrawal_fence_held_only_in_the_view_is_caught() {
     let failure = hunt(Rules::BROKEN_UNFENCED_WRITE, Options::default(), 5_000);
     eprintln!("caught:\n{failure}");
     assert_eq!(failure.violation.invariant, Invariant::WithdrawalFence, "{failure}");
+}
+
+/// Options with the reader confirming its leases as `confirm` says.
+fn confirming(confirm: Confirm) -> Options {
+    Options { knobs: Knobs { confirm, ..Knobs::default() }, ..Options::default() }
+}
+
+/// A reader that never reads lease ends: renewals keep `changed_at`, so they
+/// reach its view only with a full read, and a relay heartbeating on time
+/// stops being served between two full reads.
+#[test]
+fn a_reader_that_never_confirms_its_leases_is_caught() {
+    let failure = hunt(Rules::REAL, confirming(Confirm::Never), 500);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::RenewalServed, "{failure}");
+}
+
+/// A reader that raises a lease absent from the lease ends read to the
+/// window's end, without the `settled + duration` cap: a write too recent
+/// to have reached the index (index lag) looks absent, and the raise
+/// overshoots what is stored.
+#[test]
+fn a_raise_without_the_settled_cap_is_caught() {
+    let failure = hunt(Rules::REAL, confirming(Confirm::Uncapped), 2_000);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::LeaseBound, "{failure}");
+    // The cap is what makes the difference: the same schedule passes with
+    // the real confirmation.
+    let real = run(failure.seed, Rules::REAL, Options::default());
+    assert!(real.is_ok(), "seed {} fails with the real confirmation too: {real:?}", failure.seed);
 }

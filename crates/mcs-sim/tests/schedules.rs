@@ -43,6 +43,8 @@ fn ten_thousand_schedules() {
                 | "withdraw_not_found_while_live"
                 | "late_resurrections"
                 | "view_only_images"
+                | "raised_after_missed_change"
+                | "renewals_masked"
         );
         assert!(may_be_zero || value > 0, "no schedule exercised {name}:\n{stats}");
     }
@@ -73,11 +75,15 @@ fn a_seed_replays_exactly() {
     assert_eq!(broken(35), broken(35));
 }
 
-/// Views holding the same items agree on every winner's lease and serve the
-/// same sections at every instant until the last lease ends (a regression
-/// test: equal versions were once merged by write time, not lease end).
+/// After quiescence and a full read, views holding the same items agree on
+/// every winner's lease and serve the same sections at every instant until
+/// the last lease ends (a regression test: equal versions were once merged
+/// by write time, not lease end). Not before: renewals keep `changed_at`,
+/// so during the run a view holds lower bounds of the stored lease ends
+/// that depend on when it polled; what holds at every instant then is
+/// `LeaseBound` and `RenewalServed`, checked by every schedule.
 #[test]
-fn views_agree_on_leases_at_every_instant() {
+fn after_a_full_read_views_agree_on_leases_at_every_instant() {
     let seeds: Vec<u64> = (1..=3_000).collect();
     let options = Options { strict_leases: true, ..Options::default() };
     let report = run_many(&seeds, Rules::REAL, options, false);
@@ -85,5 +91,7 @@ fn views_agree_on_leases_at_every_instant() {
         panic!("{} of {} failed; the first:\n{failure}", report.failures.len(), report.ran);
     }
     assert_eq!(report.ran, seeds.len() as u64);
-    assert!(report.stats.writes_acked > 0 && report.stats.renewals_acked > 0, "{}", report.stats);
+    let stats = &report.stats;
+    assert!(stats.writes_acked > 0 && stats.renewals_out_of_feed > 0, "{stats}");
+    assert!(stats.leases_renewed_by_read > 0 && stats.leases_extended_by_absence > 0, "{stats}");
 }

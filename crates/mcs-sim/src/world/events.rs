@@ -17,13 +17,8 @@ impl World {
         if !keep_id {
             s.writer_id = format!("reg-{}{}-{}", s.region, slot, s.epoch);
         }
-        s.process = Some(Process::new(
-            s.writer_id.clone(),
-            s.epoch,
-            offset,
-            s.lease_ms,
-            self.params.skew_allowance_ms,
-        ));
+        s.process =
+            Some(Process::new(s.writer_id.clone(), s.epoch, offset, s.lease_ms, &self.params));
         let (writer, epoch) = (s.writer_id.clone(), s.epoch);
         self.note(|| {
             format!("registrar {slot} starts as {writer} (epoch {epoch}, offset {offset} ms)")
@@ -42,16 +37,27 @@ impl World {
             process.full_read(table, self.t, &self.rules, &mut self.stats);
             self.stats.full_reads += 1;
         } else {
-            process.delta_poll(
-                table,
-                self.params.lookback_ms,
-                self.t,
-                &self.rules,
-                &mut self.stats,
-            );
+            let confirm = self.options.knobs.confirm;
+            let strict = self.options.strict_renewals;
+            let confirmed =
+                process.delta_poll(table, self.t, &self.rules, confirm, strict, &mut self.stats);
+            if let Some((w, ends, c)) = confirmed.filter(|(_, _, c)| c.renewed + c.extended > 0) {
+                let ms = |at: u64| at.saturating_sub(EPOCH_MS);
+                self.note(|| {
+                    format!(
+                        "registrar {slot} lease ends {}..={} (settled {}): {ends} ends, \
+                         {} renewed, {} raised by absence",
+                        ms(w.from_ms),
+                        ms(w.to_ms),
+                        ms(w.settled_ms),
+                        c.renewed,
+                        c.extended
+                    )
+                });
+            }
             self.stats.delta_polls += 1;
         }
-        let at = self.t + self.rng.range(500, 3_000);
+        let at = self.t + self.rng.range(500, self.params.refresh_ms);
         self.schedule(at, Event::Poll { slot, epoch });
     }
 

@@ -14,8 +14,12 @@ impl World {
     /// Stores an image in `region`'s own item and streams it to the others.
     pub(super) fn store(&mut self, region: usize, record: Record) -> Result<(), Violation> {
         self.commit += 1;
+        let stored =
+            self.stored_leases.entry((record.key.clone(), record.version.clone())).or_default();
+        *stored = (*stored).max(record.lease_until_ms.unwrap_or(0));
         let item = Item { record, commit: self.commit };
-        let old = self.tables[region].put(region, item.clone());
+        let lag = self.index_lag();
+        let old = self.tables[region].put(region, item.clone(), self.t, lag);
         self.check_step(region, region, old.as_ref(), &item, "conditional write")?;
         if self.options.check_replicas {
             check::withdrawal_fence(old.as_ref().map(|i| &i.record), &item.record, region)?;
@@ -33,6 +37,24 @@ impl World {
             self.schedule(at, Event::Deliver { from: region, to, item: Box::new(item.clone()) });
         }
         Ok(())
+    }
+
+    /// How long an image just stored takes to reach its replica's indexes:
+    /// mostly a little, now and then up to the most the lookback allows.
+    fn index_lag(&mut self) -> u64 {
+        let max = self.params.max_index_lag_ms;
+        if max == 0 {
+            return 0;
+        }
+        let lag = if self.rng.per_mille(100) {
+            self.rng.range(0, max)
+        } else {
+            self.rng.range(0, max / 10)
+        };
+        if lag > 0 {
+            self.stats.index_lagged_images += 1;
+        }
+        lag
     }
 
     pub(super) fn deliver(&mut self, from: usize, to: usize, item: Item) -> Result<(), Violation> {
@@ -61,7 +83,16 @@ impl World {
             return Ok(());
         }
         self.stats.deliveries += 1;
-        let old = self.tables[to].put(from, item.clone());
+        let lag = self.index_lag();
+        let old = self.tables[to].put(from, item.clone(), self.t, lag);
+        if old.as_ref().is_none_or(|o| o.record.version != item.record.version) {
+            self.note(|| {
+                format!(
+                    "region {from}'s item reaches region {to} (index lag {lag} ms): {}",
+                    describe(&item.record)
+                )
+            });
+        }
         self.check_step(to, from, old.as_ref(), &item, "replication")
     }
 
