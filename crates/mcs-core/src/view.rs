@@ -471,10 +471,16 @@ impl View {
         let mut result = Confirmed::default();
         self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
         let mut stored: HashMap<&Key, u64> = HashMap::new();
+        // Keys stored at a newer version than the view's: a change the
+        // delta poll missed, never taken for a renewal (`leases_to_recheck`).
+        let mut replaced: HashSet<&Key> = HashSet::new();
         for end in ends {
-            if self.records.get(&end.key).is_some_and(|r| r.version == end.version) {
+            let Some(held) = self.records.get(&end.key) else { continue };
+            if held.version == end.version {
                 let until = stored.entry(&end.key).or_insert(end.lease_until_ms);
                 *until = (*until).max(end.lease_until_ms);
+            } else if end.version > held.version {
+                replaced.insert(&end.key);
             }
         }
         let read: Vec<(Key, u64)> = stored.iter().map(|(k, u)| ((*k).clone(), *u)).collect();
@@ -494,7 +500,9 @@ impl View {
                     .take_while(|(until, _)| *until <= window.to_ms)
                     .map(|(until, key)| (*until, key)),
             )
-            .filter(|(until, key)| in_window(*until) && !stored.contains_key(key))
+            .filter(|(until, key)| {
+                in_window(*until) && !stored.contains_key(key) && !replaced.contains(key)
+            })
             .map(|(_, key)| key.clone())
             .collect();
         // Stored ends read back: the view's end is a stored one again.
@@ -530,6 +538,42 @@ impl View {
             self.lapsed.pop_first();
         }
         result
+    }
+
+    /// The keys a read of lease ends in `window` cannot settle, for the
+    /// reader to read whole (every origin's item, merged) before or after
+    /// [`View::confirm_leases`], soonest-ending first:
+    ///
+    /// - the read holds a newer version of the key than the view: a change
+    ///   the delta poll missed (it reached this replica later than the
+    ///   lookback), which the view must not take for a renewal beyond the
+    ///   window;
+    /// - the read holds the view's version, but no end of it later than
+    ///   the view's, for a lease with terms due by `raise_by_ms`: another
+    ///   origin's item of that version (a relay that failed over keeping its
+    ///   version) may have been renewed beyond the window, or the holder
+    ///   stopped. Found by mcs-sim (`tests/known_issues.rs`).
+    pub fn leases_to_recheck(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Vec<Key> {
+        let raise_by = window.to_ms.min(window.raise_by_ms);
+        let mut latest: HashMap<&Key, Option<u64>> = HashMap::new();
+        let mut newer: BTreeSet<(u64, &Key)> = BTreeSet::new();
+        for end in ends {
+            let Some(held) = self.records.get(&end.key) else { continue };
+            if end.version > held.version {
+                newer.insert((held.lease_until_ms.unwrap_or(0), &end.key));
+            } else if end.version == held.version {
+                let until = latest.entry(&end.key).or_insert(None);
+                *until = (*until).max(Some(end.lease_until_ms));
+            }
+        }
+        let unsettled = latest.into_iter().filter_map(|(key, until)| {
+            let held = self.records.get(key)?;
+            let due = held.lease_until_ms.filter(|u| *u <= raise_by && until <= Some(*u))?;
+            (held.terms.is_some() && !newer.iter().any(|(_, k)| *k == key)).then_some((due, key))
+        });
+        let mut keys: Vec<(u64, &Key)> = newer.iter().copied().chain(unsettled).collect();
+        keys.sort();
+        keys.into_iter().map(|(_, key)| key.clone()).collect()
     }
 
     /// Brings the served sections in line with the record held for `key`.

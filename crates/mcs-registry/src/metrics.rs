@@ -32,7 +32,7 @@ pub const READER_POLLS: &str = "mcs_reader_polls_total";
 pub const READER_POLL_DURATION: &str = "mcs_reader_poll_duration_seconds";
 /// Leases a read of stored lease ends confirmed, by how (renewed: a later
 /// stored end was read; extended: absent from the read, so stored beyond
-/// it).
+/// it; reread: a key the read could not settle, read whole).
 pub const LEASES_CONFIRMED: &str = "mcs_reader_leases_confirmed_total";
 /// Records a full read found that delta polls had missed.
 pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
@@ -159,7 +159,7 @@ fn register_zero() {
         metrics::counter!(FINGERPRINT_CHANGES, "section" => section).increment(0);
         metrics::gauge!(VIEW_ITEMS, "section" => section).set(0.0);
     }
-    for how in ["renewed", "extended"] {
+    for how in ["renewed", "extended", "reread"] {
         metrics::counter!(LEASES_CONFIRMED, "how" => how).increment(0);
     }
     for mode in ["delta", "full", "lease_ends"] {

@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// The most keys a poll reads whole when its read of lease ends cannot
+/// settle them ([`mcs_core::View::leases_to_recheck`]).
+const MAX_RECHECKS: usize = 128;
+
 /// Polling settings.
 #[derive(Debug, Clone)]
 pub struct ReaderConfig {
@@ -234,11 +238,25 @@ impl Reader {
             .record(started.elapsed().as_secs_f64());
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
-        let confirmed = self.view.confirm_leases(&result?, window);
+        let ends = result?;
+        let recheck = self.view.read().leases_to_recheck(&ends, window);
+        let confirmed = self.view.confirm_leases(&ends, window);
         metrics::counter!(m::LEASES_CONFIRMED, "how" => "renewed")
             .increment(confirmed.renewed as u64);
         metrics::counter!(m::LEASES_CONFIRMED, "how" => "extended")
             .increment(confirmed.extended as u64);
+        // What the read cannot settle is read whole: a few keys a poll
+        // (holders that stopped, relays that failed over, changes the
+        // delta poll missed); more wait for the next poll.
+        let mut reread = Vec::new();
+        for key in recheck.iter().take(MAX_RECHECKS) {
+            if let Some(record) = self.store.get(key).await? {
+                reread.push(record);
+            }
+        }
+        metrics::counter!(m::LEASES_CONFIRMED, "how" => "reread").increment(reread.len() as u64);
+        self.registrar.observe_all(&reread);
+        self.view.apply_all(reread);
         Ok(())
     }
 }

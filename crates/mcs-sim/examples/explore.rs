@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  RULES=real|changed_at|supersedes
-//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,ignore_earlier_ends,
+//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,no_recheck,
 //!        never_confirm,uncapped
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
@@ -27,8 +27,8 @@ fn main() {
         knobs: Knobs {
             lease_drift: has("drift"),
             view_applies_stored_only: has("stored_only"),
-            confirm: if has("ignore_earlier_ends") {
-                Confirm::IgnoreEarlierEnds
+            confirm: if has("no_recheck") {
+                Confirm::NoRecheck
             } else if has("never_confirm") {
                 Confirm::Never
             } else if has("uncapped") {

@@ -130,6 +130,8 @@ pub struct Process {
     /// How far past a poll's start it asks for lease ends
     /// ([`LeasePolicy::horizon_ms`] of its lease policy).
     horizon_ms: u64,
+    /// Its refresh interval: absent leases are raised when due within two.
+    refresh_ms: u64,
     hlc: Hlc,
     /// The served view.
     pub view: View,
@@ -188,6 +190,7 @@ impl Process {
             skew_ms,
             lookback_ms: params.lookback_ms,
             horizon_ms: policy.horizon_ms(skew_ms, params.refresh_ms, params.lookback_ms),
+            refresh_ms: params.refresh_ms,
             hlc: Hlc::default(),
             view: View::new(skew_ms),
             merged: BTreeMap::new(),
@@ -247,6 +250,7 @@ impl Process {
             to_ms: now.saturating_add(self.horizon_ms),
             settled_ms: now.saturating_sub(self.lookback_ms),
             polled_at_ms: now,
+            raise_by_ms: now.saturating_add(2 * self.refresh_ms),
         };
         let ends = table.read_lease_ends(window.from_ms, window.to_ms, t);
         self.promise(table, t, Some((window, &ends)), strict_renewals, stats);
@@ -257,21 +261,23 @@ impl Process {
             }
         }
         let window = match confirm {
-            Confirm::Real | Confirm::IgnoreEarlierEnds => window,
+            Confirm::Real | Confirm::NoRecheck => window,
             Confirm::Never => return None,
             Confirm::Uncapped => LeaseWindow { settled_ms: window.to_ms, ..window },
         };
-        let mut ends = ends;
-        if confirm == Confirm::IgnoreEarlierEnds {
-            ends.retain(|end| {
-                self.view.record(&end.key).is_none_or(|held| {
-                    held.version != end.version || Some(end.lease_until_ms) >= held.lease_until_ms
-                })
-            });
-        }
+        let recheck = match confirm {
+            Confirm::Real => self.view.leases_to_recheck(&ends, window),
+            _ => Vec::new(),
+        };
         let confirmed = self.view.confirm_leases(&ends, window, now);
         stats.leases_renewed_by_read += confirmed.renewed as u64;
         stats.leases_extended_by_absence += confirmed.extended as u64;
+        for key in recheck {
+            stats.leases_reread += 1;
+            if let Some(record) = table.merged(&key, rules.merge) {
+                self.ingest(record, now, rules, stats);
+            }
+        }
         let keys: Vec<Key> = self.merged.keys().cloned().collect();
         for key in &keys {
             let (Some(held), Some(merged)) = (self.view.record(key), self.merged.get_mut(key))

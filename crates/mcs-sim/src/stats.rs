@@ -95,6 +95,9 @@ stats! {
     /// Leases a view raised because the lease ends read did not return
     /// them (stored beyond the window).
     leases_extended_by_absence,
+    /// Keys a lease ends read could not settle, read whole from the replica
+    /// (`View::leases_to_recheck`).
+    leases_reread,
     /// Images that reached their replica's indexes later than the item
     /// took them (index lag).
     index_lagged_images,

@@ -83,12 +83,16 @@ fn a_reader_that_never_confirms_its_leases_is_caught() {
 /// A reader that raises a lease absent from the lease ends read to the
 /// window's end, without the `settled + duration` cap: a write too recent
 /// to have reached the index (index lag) looks absent, and the raise
-/// overshoots what is stored.
+/// overshoots what is stored (`LeaseBound`), or keeps serving a version
+/// replaced meanwhile (`NoStaleServe`).
 #[test]
 fn a_raise_without_the_settled_cap_is_caught() {
     let failure = hunt(Rules::REAL, confirming(Confirm::Uncapped), 2_000);
     eprintln!("caught:\n{failure}");
-    assert_eq!(failure.violation.invariant, Invariant::LeaseBound, "{failure}");
+    assert!(
+        matches!(failure.violation.invariant, Invariant::LeaseBound | Invariant::NoStaleServe),
+        "{failure}"
+    );
     // The cap is what makes the difference: the same schedule passes with
     // the real confirmation.
     let real = run(failure.seed, Rules::REAL, Options::default());

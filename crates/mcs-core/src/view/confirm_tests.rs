@@ -298,3 +298,42 @@ fn pool_id(record: &Record) -> mcs_api::PoolId {
         _ => unreachable!("pools only"),
     }
 }
+
+#[test]
+fn keys_a_read_cannot_settle_are_named_for_a_whole_read() {
+    let mut v = View::new(SKEW);
+    let failed_over = leased("failed-over", 0, terms(30_000, 10_000));
+    let replaced = leased("replaced", 0, terms(30_000, 10_000));
+    let renewed = leased("renewed", 0, terms(30_000, 10_000));
+    let later = leased("later", 10_000, terms(30_000, 10_000));
+    let mut termless = leased("termless", 0, terms(30_000, 10_000));
+    termless.terms = None;
+    for r in [&failed_over, &replaced, &renewed, &later, &termless] {
+        v.apply(r.clone(), 0);
+    }
+    let mut newer = end(&replaced, 55_000);
+    newer.version = crate::Version::new(9, "r");
+    let ends = [
+        // Another origin's item of the view's version, ending no later:
+        // the item the view's end came from may be renewed beyond.
+        end(&failed_over, 29_000),
+        // A newer version than the view's: a change the poll missed.
+        newer,
+        // A later end: a renewal, settled by the read itself.
+        end(&renewed, 45_000),
+        // Due after the next two polls: left for later.
+        end(&later, 40_000),
+        end(&termless, 30_000),
+    ];
+    let w = window(24_000, 26_000);
+    let mut got = v.leases_to_recheck(&ends, w);
+    got.sort();
+    let mut want = vec![failed_over.key.clone(), replaced.key.clone()];
+    want.sort();
+    assert_eq!(got, want);
+    // The replaced version is not raised meanwhile: its key is read whole.
+    let confirmed = v.confirm_leases(&ends, w, 26_000);
+    assert_eq!(confirmed, Confirmed { renewed: 1, extended: 0 });
+    assert_eq!(lease_of(&v, &replaced), Some(30_000));
+    assert_eq!(lease_of(&v, &failed_over), Some(30_000), "neither renewed nor raised");
+}
