@@ -145,7 +145,7 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         );
     }
     registry.kill().await;
-    let mut rows = Table::new(&["round", "raw renew | put /s", "POST /v1/pools /s", "POST / raw"]);
+    let mut rows = Table::new(&["round", "raw renew or put /s", "POST /v1/pools /s", "POST / raw"]);
     for (round, (r, p)) in raw.iter().zip(&posted).enumerate() {
         rows.row(vec![(round + 1).to_string(), f(*r, 0), f(*p, 0), ratio(p / r)]);
     }
