@@ -53,14 +53,41 @@ pub struct LeaseWindow {
     pub raise_by_ms: u64,
 }
 
-/// What [`View::confirm_leases`] changed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What [`View::confirm_leases`] changed, and what it could not settle.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Confirmed {
     /// Leases moved to a later end the read returned (a renewal).
     pub renewed: usize,
     /// Leases absent from the read, so stored beyond its window, whose end
     /// the view raised to the lower bound that implies.
     pub extended: usize,
+    /// Keys the read cannot settle, for the reader to read whole (every
+    /// origin's item, merged) and apply, soonest-ending first: see
+    /// [`View::leases_to_recheck`].
+    pub recheck: Vec<Key>,
+}
+
+/// A read of lease ends against the view: the latest end of each key at the
+/// view's version, and the keys it holds at a newer version.
+struct Read<'a> {
+    latest: HashMap<&'a Key, u64>,
+    replaced: HashSet<&'a Key>,
+}
+
+impl<'a> Read<'a> {
+    fn of(view: &View, ends: &'a [LeaseEnd]) -> Self {
+        let mut read = Read { latest: HashMap::new(), replaced: HashSet::new() };
+        for end in ends {
+            let Some(held) = view.records.get(&end.key) else { continue };
+            if held.version == end.version {
+                let until = read.latest.entry(&end.key).or_insert(end.lease_until_ms);
+                *until = (*until).max(end.lease_until_ms);
+            } else if end.version > held.version {
+                read.replaced.insert(&end.key);
+            }
+        }
+        read
+    }
 }
 
 /// Makes `section` serve exactly `items`; returns whether it changed.
@@ -110,6 +137,12 @@ pub struct View {
     raised: HashSet<Key>,
     /// The start of the poll of the last [`View::confirm_leases`].
     confirmed_poll_ms: u64,
+    /// Keys whose version the last read of lease ends returned: a lease
+    /// ending within the window (a holder late or stopped, or a short
+    /// lease). One of them absent from the next read moved beyond the
+    /// window or lost its lease end (a tombstone over its item): it is read
+    /// whole rather than raised.
+    answered: HashSet<Key>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
     exports_by_service: BTreeMap<ServiceName, BTreeSet<Label>>,
     /// Services each cluster exports (non-withdrawn).
@@ -140,6 +173,7 @@ impl View {
             lapsed: BTreeSet::new(),
             raised: HashSet::new(),
             confirmed_poll_ms: 0,
+            answered: HashSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
             pools: Section::new(SectionKind::Pools.name()),
@@ -468,45 +502,22 @@ impl View {
         window: LeaseWindow,
         now_ms: u64,
     ) -> Confirmed {
-        let mut result = Confirmed::default();
-        self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
-        let mut stored: HashMap<&Key, u64> = HashMap::new();
-        // Keys stored at a newer version than the view's: a change the
-        // delta poll missed, never taken for a renewal (`leases_to_recheck`).
-        let mut replaced: HashSet<&Key> = HashSet::new();
-        for end in ends {
-            let Some(held) = self.records.get(&end.key) else { continue };
-            if held.version == end.version {
-                let until = stored.entry(&end.key).or_insert(end.lease_until_ms);
-                *until = (*until).max(end.lease_until_ms);
-            } else if end.version > held.version {
-                replaced.insert(&end.key);
-            }
-        }
-        let read: Vec<(Key, u64)> = stored.iter().map(|(k, u)| ((*k).clone(), *u)).collect();
-        let in_window = |until: u64| (window.from_ms..=window.to_ms).contains(&until);
-        let raise_by = window.to_ms.min(window.raise_by_ms);
-        let skew = self.skew_ms;
+        let recheck = self.leases_to_recheck(ends, window);
+        let read = Read::of(self, ends);
+        let latest: Vec<(Key, u64)> =
+            read.latest.iter().map(|(key, until)| ((*key).clone(), *until)).collect();
+        let unsettled: HashSet<&Key> = recheck.iter().collect();
         let absent: Vec<Key> = self
-            .deadlines
-            .iter()
-            .map(|(deadline, key)| (deadline.saturating_sub(skew), key))
-            .skip_while(|(until, _)| *until < window.from_ms)
-            .take_while(|(until, _)| *until <= raise_by)
-            .chain(
-                self.lapsed
-                    .iter()
-                    .skip_while(|(until, _)| *until < window.from_ms)
-                    .take_while(|(until, _)| *until <= window.to_ms)
-                    .map(|(until, key)| (*until, key)),
-            )
-            .filter(|(until, key)| {
-                in_window(*until) && !stored.contains_key(key) && !replaced.contains(key)
-            })
-            .map(|(_, key)| key.clone())
+            .absent_from(&read, window)
+            .filter(|(_, key, _)| !unsettled.contains(key))
+            .map(|(_, key, _)| key.clone())
             .collect();
+        drop(unsettled);
+        let mut result = Confirmed { recheck: Vec::new(), ..Confirmed::default() };
+        self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
+        self.answered = latest.iter().map(|(key, _)| key.clone()).collect();
         // Stored ends read back: the view's end is a stored one again.
-        for (key, until) in read {
+        for (key, until) in latest {
             let was_raised = self.raised.remove(&key);
             let held = self.records.get(&key).and_then(|r| r.lease_until_ms);
             if held < Some(until) {
@@ -517,6 +528,7 @@ impl View {
                 self.extend_lease(&key, held, now_ms);
             }
         }
+        let skew = self.skew_ms;
         for key in absent {
             let Some(record) = self.records.get(&key) else { continue };
             let (Some(terms), Some(until)) = (record.terms, record.lease_until_ms) else {
@@ -537,43 +549,84 @@ impl View {
         while self.lapsed.first().is_some_and(|(until, _)| *until < window.from_ms) {
             self.lapsed.pop_first();
         }
+        result.recheck = recheck;
         result
     }
 
     /// The keys a read of lease ends in `window` cannot settle, for the
-    /// reader to read whole (every origin's item, merged) before or after
-    /// [`View::confirm_leases`], soonest-ending first:
+    /// reader to read whole (every origin's item, merged) and apply after
+    /// [`View::confirm_leases`] (which returns them and raises none of
+    /// them), soonest-ending first:
     ///
     /// - the read holds a newer version of the key than the view: a change
     ///   the delta poll missed (it reached this replica later than the
-    ///   lookback), which the view must not take for a renewal beyond the
-    ///   window;
+    ///   lookback), never to be taken for a renewal beyond the window;
     /// - the read holds the view's version, but no end of it later than
     ///   the view's, for a lease with terms due by `raise_by_ms`: another
-    ///   origin's item of that version (a relay that failed over keeping its
-    ///   version) may have been renewed beyond the window, or the holder
-    ///   stopped. Found by mcs-sim (`tests/known_issues.rs`).
+    ///   origin's item of that version (a relay that failed over keeping
+    ///   its version) may have been renewed beyond the window, or the
+    ///   holder stopped (found by mcs-sim, `tests/known_issues.rs`);
+    /// - a lease with terms the read does not return whose absence cannot
+    ///   mean "renewed on time": a lapsed one, or one the previous read
+    ///   returned. Either was renewed late, or its item lost its lease end
+    ///   (a withdrawal that reached this replica later than the lookback).
     pub fn leases_to_recheck(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Vec<Key> {
+        let read = Read::of(self, ends);
         let raise_by = window.to_ms.min(window.raise_by_ms);
-        let mut latest: HashMap<&Key, Option<u64>> = HashMap::new();
-        let mut newer: BTreeSet<(u64, &Key)> = BTreeSet::new();
-        for end in ends {
-            let Some(held) = self.records.get(&end.key) else { continue };
-            if end.version > held.version {
-                newer.insert((held.lease_until_ms.unwrap_or(0), &end.key));
-            } else if end.version == held.version {
-                let until = latest.entry(&end.key).or_insert(None);
-                *until = (*until).max(Some(end.lease_until_ms));
-            }
-        }
-        let unsettled = latest.into_iter().filter_map(|(key, until)| {
-            let held = self.records.get(key)?;
-            let due = held.lease_until_ms.filter(|u| *u <= raise_by && until <= Some(*u))?;
-            (held.terms.is_some() && !newer.iter().any(|(_, k)| *k == key)).then_some((due, key))
+        let unsettled = read.latest.iter().filter_map(|(key, until)| {
+            let held = self.records.get(*key)?;
+            let due = held.lease_until_ms.filter(|u| *u <= raise_by && Some(*until) <= Some(*u))?;
+            held.terms.is_some().then_some((due, *key))
         });
-        let mut keys: Vec<(u64, &Key)> = newer.iter().copied().chain(unsettled).collect();
+        let gone = self
+            .absent_from(&read, window)
+            .filter(|(_, key, lapsed)| *lapsed || self.answered.contains(*key))
+            .map(|(until, key, _)| (until, key));
+        let mut keys: Vec<(u64, &Key)> = read
+            .replaced
+            .iter()
+            .map(|k| (self.lease_end(k), *k))
+            .chain(unsettled)
+            .chain(gone)
+            .collect();
         keys.sort();
+        keys.dedup();
         keys.into_iter().map(|(_, key)| key.clone()).collect()
+    }
+
+    /// The lease end the view holds for `key` (0 without one).
+    fn lease_end(&self, key: &Key) -> u64 {
+        self.records.get(key).and_then(|r| r.lease_until_ms).unwrap_or(0)
+    }
+
+    /// `(lease end, key, lapsed)` of the leases with terms the view holds
+    /// that `read` lacks although their end lies in `window`: served ones
+    /// ending by `raise_by_ms`, lapsed ones anywhere in it.
+    fn absent_from<'a>(
+        &'a self,
+        read: &'a Read<'a>,
+        window: LeaseWindow,
+    ) -> impl Iterator<Item = (u64, &'a Key, bool)> + 'a {
+        let raise_by = window.to_ms.min(window.raise_by_ms);
+        let skew = self.skew_ms;
+        let served = self
+            .deadlines
+            .iter()
+            .map(move |(deadline, key)| (deadline.saturating_sub(skew), key, false))
+            .skip_while(move |(until, _, _)| *until < window.from_ms)
+            .take_while(move |(until, _, _)| *until <= raise_by);
+        let lapsed = self
+            .lapsed
+            .iter()
+            .skip_while(move |(until, _)| *until < window.from_ms)
+            .take_while(move |(until, _)| *until <= window.to_ms)
+            .map(|(until, key)| (*until, key, true));
+        served.chain(lapsed).filter(move |(until, key, _)| {
+            (window.from_ms..=window.to_ms).contains(until)
+                && !read.latest.contains_key(key)
+                && !read.replaced.contains(key)
+                && self.records.get(*key).is_some_and(|r| r.terms.is_some())
+        })
     }
 
     /// Brings the served sections in line with the record held for `key`.

@@ -239,7 +239,6 @@ impl Reader {
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
         let ends = result?;
-        let recheck = self.view.read().leases_to_recheck(&ends, window);
         let confirmed = self.view.confirm_leases(&ends, window);
         metrics::counter!(m::LEASES_CONFIRMED, "how" => "renewed")
             .increment(confirmed.renewed as u64);
@@ -249,7 +248,7 @@ impl Reader {
         // (holders that stopped, relays that failed over, changes the
         // delta poll missed); more wait for the next poll.
         let mut reread = Vec::new();
-        for key in recheck.iter().take(MAX_RECHECKS) {
+        for key in confirmed.recheck.iter().take(MAX_RECHECKS) {
             if let Some(record) = self.store.get(key).await? {
                 reread.push(record);
             }

@@ -265,14 +265,11 @@ impl Process {
             Confirm::Never => return None,
             Confirm::Uncapped => LeaseWindow { settled_ms: window.to_ms, ..window },
         };
-        let recheck = match confirm {
-            Confirm::Real => self.view.leases_to_recheck(&ends, window),
-            _ => Vec::new(),
-        };
-        let confirmed = self.view.confirm_leases(&ends, window, now);
+        let mut confirmed = self.view.confirm_leases(&ends, window, now);
         stats.leases_renewed_by_read += confirmed.renewed as u64;
         stats.leases_extended_by_absence += confirmed.extended as u64;
-        for key in recheck {
+        let recheck = std::mem::take(&mut confirmed.recheck);
+        for key in recheck.into_iter().filter(|_| confirm != Confirm::NoRecheck) {
             stats.leases_reread += 1;
             if let Some(record) = table.merged(&key, rules.merge) {
                 self.ingest(record, now, rules, stats);

@@ -87,7 +87,7 @@ fn a_reader_that_never_confirms_its_leases_is_caught() {
 /// replaced meanwhile (`NoStaleServe`).
 #[test]
 fn a_raise_without_the_settled_cap_is_caught() {
-    let failure = hunt(Rules::REAL, confirming(Confirm::Uncapped), 2_000);
+    let failure = hunt(Rules::REAL, confirming(Confirm::Uncapped), 5_000);
     eprintln!("caught:\n{failure}");
     assert!(
         matches!(failure.violation.invariant, Invariant::LeaseBound | Invariant::NoStaleServe),

@@ -114,11 +114,14 @@ fn let_off_by_default(strict: Options, invariant: Invariant, counter: &str) {
 /// the lookback (replication lag, a partition) breaks it. A delta poll that
 /// misses a newer version of a key used to leave the view serving the
 /// older version until its stored lease ended. A newer leased version in
-/// the lease ends read is now read whole (`View::leases_to_recheck`), but a
-/// tombstone has no lease end: the read returns nothing of the key, so
-/// `View::confirm_leases` takes the older version for renewed beyond the
-/// window and raises its lease at every poll, serving it past every lease
-/// stored for it until the next full read brings the tombstone. Likewise a renewal replicated late: a full read
+/// the lease ends read is now read whole (`View::leases_to_recheck`), and
+/// so is a lease the previous read returned or a lapsed one, once absent;
+/// but a tombstone has no lease end, and one that arrives before the
+/// withdrawn lease entered any read leaves no trace: `View::confirm_leases`
+/// takes the older version for renewed beyond the window and raises its
+/// lease at every poll, serving it past every lease stored for it until
+/// the next full read brings the tombstone (36 of 10,000 schedules strict,
+/// 536 before those whole reads). Likewise a renewal replicated late: a full read
 /// takes it before the index has it, the index shows an older image whose
 /// end is below the window, and the lease counts as absent. With
 /// `strict_lease_bound` invariant `LeaseBound` holds there too and fails;
