@@ -268,6 +268,9 @@ impl Validate for ExportSpec {
                 ));
             }
         }
+        if self.traffic_distribution.as_ref().is_some_and(|t| t.chars().count() > 63) {
+            return Err(FieldError::new("traffic_distribution", "at most 63 characters"));
+        }
         match (self.session_affinity, self.session_affinity_timeout_secs) {
             (SessionAffinity::None, Some(_)) => Err(FieldError::new(
                 "session_affinity_timeout_secs",
@@ -539,6 +542,16 @@ mod tests {
         let validate_cases = [
             (bad("\"port\": 80", "\"port\": 0"), "ports[0].port"),
             (bad("\"port\": 80", "\"port\": 80, \"target_port\": 0"), "ports[0].target_port"),
+            (
+                bad(
+                    r#""annotations": {}"#,
+                    &format!(
+                        r#""annotations": {{}}, "traffic_distribution": "{}""#,
+                        "*".repeat(64)
+                    ),
+                ),
+                "traffic_distribution",
+            ),
             (bad(r#""name": "grpc""#, r#""name": "http""#), "ports[1].name"),
             (bad(r#""name": "grpc""#, r#""name": """#), "ports[1].name"),
             (bad(r#""name": "http""#, r#""name": "HTTP_1""#), "ports[0].name"),
