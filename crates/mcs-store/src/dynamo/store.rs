@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
@@ -433,43 +434,27 @@ async fn query_lease_ends(
     shard: u32,
     (from_ms, to_ms): (u64, u64),
 ) -> Result<Vec<LeaseEnd>, StoreError> {
-    const OP: &str = "query_lease_ends";
-    let mut pages = client
+    let query = client
         .query()
-        .table_name(&target.table)
         .index_name(LEASE_ENDS_INDEX)
         .key_condition_expression("#shard = :shard AND #until BETWEEN :from AND :to")
         .expression_attribute_names("#shard", SHARD)
         .expression_attribute_names("#until", LEASE_UNTIL_MS)
         .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
         .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N(to_ms.to_string()))
-        .return_consumed_capacity(CAPACITY)
-        .into_paginator()
-        .send();
-    let mut ends = Vec::new();
-    loop {
-        let started = Instant::now();
-        let Some(page) = pages.next().await else {
-            break;
-        };
-        let page = page.map_err(|e| {
-            record_request_metrics(OP, started, "error");
-            errors::from_sdk(OP, &target, e)
-        })?;
-        record_request_metrics(OP, started, "ok");
-        record_reads(OP, page.consumed_capacity());
-        for found in page.items.unwrap_or_default() {
-            match item::decode_lease_end(&found) {
-                Ok(end) => ends.push(end),
-                Err(e) => {
-                    warn!(error = %e, "skipping a lease end this binary cannot read");
-                    crate::metrics::skipped("undecodable");
-                }
+        .expression_attribute_values(":to", AttributeValue::N(to_ms.to_string()));
+    let items = query_items("query_lease_ends", &target, query).await?;
+    Ok(items
+        .iter()
+        .filter_map(|found| match item::decode_lease_end(found) {
+            Ok(end) => Some(end),
+            Err(e) => {
+                warn!(error = %e, "skipping a lease end this binary cannot read");
+                crate::metrics::skipped("undecodable");
+                None
             }
-        }
-    }
-    Ok(ends)
+        })
+        .collect())
 }
 
 /// Every readable record of one shard changed after `since_ms`.
@@ -479,32 +464,40 @@ async fn query_changes(
     shard: u32,
     since_ms: u64,
 ) -> Result<Vec<Record>, StoreError> {
-    const OP: &str = "query_changes";
-    let mut pages = client
+    let query = client
         .query()
-        .table_name(&target.table)
         .index_name(CHANGES_INDEX)
         .key_condition_expression("#shard = :shard AND #changed > :since")
         .expression_attribute_names("#shard", SHARD)
         .expression_attribute_names("#changed", CHANGED_AT_MS)
         .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
-        .expression_attribute_values(":since", AttributeValue::N(since_ms.to_string()))
-        .return_consumed_capacity(CAPACITY)
-        .into_paginator()
-        .send();
-    let mut records = Vec::new();
+        .expression_attribute_values(":since", AttributeValue::N(since_ms.to_string()));
+    let items = query_items("query_changes", &target, query).await?;
+    Ok(items.into_iter().filter_map(readable).collect())
+}
+
+/// Every item `query` returns on `target`'s table, page by page, each page
+/// recorded as `op` (request metrics and read units).
+async fn query_items(
+    op: &'static str,
+    target: &Target,
+    query: QueryFluentBuilder,
+) -> Result<Vec<item::Item>, StoreError> {
+    let mut pages =
+        query.table_name(&target.table).return_consumed_capacity(CAPACITY).into_paginator().send();
+    let mut items = Vec::new();
     loop {
         let started = Instant::now();
         let Some(page) = pages.next().await else {
             break;
         };
         let page = page.map_err(|e| {
-            record_request_metrics(OP, started, "error");
-            errors::from_sdk(OP, &target, e)
+            record_request_metrics(op, started, "error");
+            errors::from_sdk(op, target, e)
         })?;
-        record_request_metrics(OP, started, "ok");
-        record_reads(OP, page.consumed_capacity());
-        records.extend(page.items.unwrap_or_default().into_iter().filter_map(readable));
+        record_request_metrics(op, started, "ok");
+        record_reads(op, page.consumed_capacity());
+        items.extend(page.items.unwrap_or_default());
     }
-    Ok(records)
+    Ok(items)
 }
