@@ -241,6 +241,44 @@ impl Bench {
     }
 }
 
+/// Content changes spread over the reader's window: `per_round` records
+/// rewritten at a new generation in each of `rounds` refresh intervals.
+struct Churn {
+    rounds: usize,
+    per_round: usize,
+    refresh: u64,
+}
+
+impl Churn {
+    /// The changes of the window ending at `t`, taking records round robin
+    /// from `cursor` and bumping their `generations`; `lease_until` gives
+    /// each change's lease end from its write time.
+    fn records(
+        &self,
+        t: u64,
+        cursor: &mut usize,
+        generations: &mut [u64],
+        lease_until: impl Fn(u64) -> u64,
+    ) -> Vec<Record> {
+        let n = generations.len();
+        let mut churn = Vec::with_capacity(self.per_round * self.rounds);
+        for round in 0..self.rounds {
+            for j in 0..self.per_round {
+                let i = *cursor % n;
+                *cursor += 1;
+                generations[i] += 1;
+                let g = generations[i];
+                let changed = t
+                    - round as u64 * self.refresh
+                    - (j as u64 * self.refresh / self.per_round as u64);
+                let version = Version::new(g, WRITER);
+                churn.push(pool_record(i, 4 + g as u32, version, changed, lease_until(changed)));
+            }
+        }
+        churn
+    }
+}
+
 /// Runs `poll-cost`.
 pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     report::begin("poll-cost", "read capacity units per refresh, delta reader vs full scan");
@@ -318,23 +356,9 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
 
         let per_round = ((n as f64 * options.churn_percent / 100.0).ceil() as usize).clamp(1, n);
         ensure!(per_round * rounds <= n, "churn of {rounds} intervals exceeds the table");
-        let mut churn = Vec::with_capacity(per_round * rounds);
-        for round in 0..rounds {
-            for j in 0..per_round {
-                let i = cursor % n;
-                cursor += 1;
-                generations[i] += 1;
-                let g = generations[i];
-                let changed = t - round as u64 * refresh - (j as u64 * refresh / per_round as u64);
-                churn.push(pool_record(
-                    i,
-                    4 + g as u32,
-                    Version::new(g, WRITER),
-                    changed,
-                    lease_until,
-                ));
-            }
-        }
+        let churn =
+            Churn { rounds, per_round, refresh }
+                .records(t, &mut cursor, &mut generations, |_| lease_until);
         let started = Instant::now();
         bench.put_all(churn).await?;
         eprintln!(
@@ -395,23 +419,12 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         let kept_idle = bench.design_poll(tk, tk - window).await?;
         ensure!(kept_idle.records == 0, "renewals that keep changed_at were read");
         // Then content churn on top, as in the churn above.
-        let mut churn = Vec::with_capacity(per_round * rounds);
-        for round in 0..rounds {
-            for j in 0..per_round {
-                let i = cursor % n;
-                cursor += 1;
-                generations[i] += 1;
-                let g = generations[i];
-                let changed = tk - round as u64 * refresh - (j as u64 * refresh / per_round as u64);
-                churn.push(pool_record(
-                    i,
-                    4 + g as u32,
-                    Version::new(g, WRITER),
-                    changed,
-                    changed + lease_ms,
-                ));
-            }
-        }
+        let churn = Churn { rounds, per_round, refresh }.records(
+            tk,
+            &mut cursor,
+            &mut generations,
+            |changed| changed + lease_ms,
+        );
         bench.load(churn).await?;
         let kept_churned = bench.design_poll(tk, tk - refresh).await?;
         let kept_churned_window = bench.design_poll(tk, tk - window).await?;
