@@ -208,6 +208,19 @@ const CONTROLLER_COMBINATIONS: &[&[&str]] = &[
     &["registryUrl=http://r:8080", "registryAllowInsecureHttp=true", "serviceMonitor.enabled=true"],
 ];
 
+/// The Deployment `name` in `namespace` as the API server holds it, as JSON.
+async fn installed_deployment(
+    kube: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> serde_json::Value {
+    let d = Api::<Deployment>::namespaced(kube.clone(), namespace)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("Deployment {namespace}/{name}: {e}"));
+    serde_json::to_value(&d).expect("json")
+}
+
 #[tokio::test]
 async fn every_value_combination_passes_a_server_side_dry_run() {
     let Some(helm) = Helm::find() else { return };
@@ -472,11 +485,7 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
 
     // The Deployment as installed: its flags, its environment (the
     // downward API resolved as the kubelet would), its ServiceAccount.
-    let d = Api::<Deployment>::namespaced(kube.clone(), "mcs-system")
-        .get("ctl-mcs-controller")
-        .await
-        .expect("the controller Deployment");
-    let deployment = serde_json::to_value(&d).expect("json");
+    let deployment = installed_deployment(&kube, "mcs-system", "ctl-mcs-controller").await;
     // Substituted: the metrics address (the pod's own network is this
     // machine's here); nothing else.
     let mut args = pod_args(&deployment, &["--metrics-listen="]);
@@ -656,11 +665,7 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
         Some(kubeconfig),
         None,
     );
-    let d = Api::<Deployment>::namespaced(kube.clone(), "mcs")
-        .get("reg-mcs-registry")
-        .await
-        .expect("the registry Deployment");
-    let deployment = serde_json::to_value(&d).expect("json");
+    let deployment = installed_deployment(&kube, "mcs", "reg-mcs-registry").await;
     let mounts = materialize_mounts(&kube, "mcs", &deployment, &files.path("registry")).await;
     let args = substitute_mounts(&pod_args(&deployment, LISTEN_FLAGS), &mounts);
     assert!(args.iter().any(|a| a.starts_with("--tls-client-ca-cert-path=") && !a.contains("=/tls-client-ca/")), "{args:?}");
@@ -692,11 +697,7 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
         Some(kubeconfig),
         None,
     );
-    let d = Api::<Deployment>::namespaced(kube.clone(), "mcs-system")
-        .get("ctl-mcs-controller")
-        .await
-        .expect("the controller Deployment");
-    let deployment = serde_json::to_value(&d).expect("json");
+    let deployment = installed_deployment(&kube, "mcs-system", "ctl-mcs-controller").await;
     let mounts =
         materialize_mounts(&kube, "mcs-system", &deployment, &files.path("controller")).await;
     let mut args = substitute_mounts(&pod_args(&deployment, &["--metrics-listen="]), &mounts);
