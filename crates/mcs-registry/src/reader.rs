@@ -246,13 +246,10 @@ impl Reader {
             .increment(confirmed.extended as u64);
         // What the read cannot settle is read whole: a few keys a poll
         // (holders that stopped, relays that failed over, changes the
-        // delta poll missed); more wait for the next poll.
-        let mut reread = Vec::new();
-        for key in confirmed.recheck.iter().take(MAX_RECHECKS) {
-            if let Some(record) = self.store.get(key).await? {
-                reread.push(record);
-            }
-        }
+        // delta poll missed), at once; more wait for the next poll.
+        let reads = confirmed.recheck.iter().take(MAX_RECHECKS).map(|key| self.store.get(key));
+        let reread: Vec<_> =
+            futures::future::try_join_all(reads).await?.into_iter().flatten().collect();
         metrics::counter!(m::LEASES_CONFIRMED, "how" => "reread").increment(reread.len() as u64);
         self.registrar.observe_all(&reread);
         self.view.apply_all(reread);
