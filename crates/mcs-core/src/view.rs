@@ -502,8 +502,8 @@ impl View {
         window: LeaseWindow,
         now_ms: u64,
     ) -> Confirmed {
-        let recheck = self.leases_to_recheck(ends, window);
         let read = Read::of(self, ends);
+        let recheck = self.unsettled_by(&read, window);
         let latest: Vec<(Key, u64)> =
             read.latest.iter().map(|(key, until)| ((*key).clone(), *until)).collect();
         let unsettled: HashSet<&Key> = recheck.iter().collect();
@@ -571,7 +571,11 @@ impl View {
     ///   returned. Either was renewed late, or its item lost its lease end
     ///   (a withdrawal that reached this replica later than the lookback).
     pub fn leases_to_recheck(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Vec<Key> {
-        let read = Read::of(self, ends);
+        self.unsettled_by(&Read::of(self, ends), window)
+    }
+
+    /// [`View::leases_to_recheck`] of a read already sorted against the view.
+    fn unsettled_by(&self, read: &Read<'_>, window: LeaseWindow) -> Vec<Key> {
         let raise_by = window.to_ms.min(window.raise_by_ms);
         let unsettled = read.latest.iter().filter_map(|(key, until)| {
             let held = self.records.get(*key)?;
@@ -579,7 +583,7 @@ impl View {
             held.terms.is_some().then_some((due, *key))
         });
         let gone = self
-            .absent_from(&read, window)
+            .absent_from(read, window)
             .filter(|(_, key, lapsed)| *lapsed || self.answered.contains(*key))
             .map(|(until, key, _)| (until, key));
         let mut keys: Vec<(u64, &Key)> = read
