@@ -32,7 +32,7 @@ use crate::report::{self, Table, f, ratio, verdict};
 use anyhow::{Context, bail, ensure};
 use aws_sdk_dynamodb::Client;
 use clap::Parser;
-use mcs_core::{Record, Version};
+use mcs_core::{Record, Version, View};
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
 use mcs_testkit::dynamo::{self, unique_name};
 use mcs_testkit::metrics::MemoryRecorder;
@@ -80,10 +80,10 @@ const WRITER: &str = "bench-writer";
 const HOUR_MS: u64 = 3_600_000;
 
 /// The read operations the store counts.
-const READ_OPS: [&str; 3] = ["scan", "query_changes", "query_lease_ends"];
+const READ_OPS: [&str; 4] = ["scan", "query_changes", "query_lease_ends", "query_change_stamps"];
 
 /// What one read cost.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Reading {
     records: usize,
     requests: usize,
@@ -92,6 +92,38 @@ struct Reading {
     units: f64,
     moto_units: f64,
     elapsed: Duration,
+}
+
+impl std::ops::AddAssign for Reading {
+    fn add_assign(&mut self, other: Reading) {
+        self.records += other.records;
+        self.requests += other.requests;
+        self.items += other.items;
+        self.bytes += other.bytes;
+        self.units += other.units;
+        self.moto_units += other.moto_units;
+        self.elapsed += other.elapsed;
+    }
+}
+
+/// Mean sizes of items and of their index entries, in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sizes {
+    item: f64,
+    lease_ends: f64,
+    stamps: f64,
+}
+
+/// How a registry's delta poll reads changes.
+#[derive(Debug, Clone, Copy)]
+enum Poll {
+    /// The changes since the last poll only: the least any reader reads.
+    SinceLast,
+    /// The changes since the last poll less the lookback (schema 3).
+    Lookback,
+    /// The change stamps since the last poll less the lookback, then the
+    /// changes from the earliest write the view has not seen (schema 5).
+    Stamps,
 }
 
 /// The state of one benchmark run.
@@ -134,6 +166,14 @@ impl Bench {
     where
         F: Future<Output = Result<Vec<T>, StoreError>>,
     {
+        Ok(self.measure_kept(read).await?.1)
+    }
+
+    /// [`Bench::measure`], keeping what the read returned.
+    async fn measure_kept<F, T>(&self, read: F) -> anyhow::Result<(Vec<T>, Reading)>
+    where
+        F: Future<Output = Result<Vec<T>, StoreError>>,
+    {
         self.meter.take_pages();
         let moto_before = self.moto_units();
         let requests_before = self.store_requests();
@@ -147,7 +187,7 @@ impl Bench {
             "the store counted {counted} read requests, the meter saw {}",
             pages.len()
         );
-        Ok(Reading {
+        let reading = Reading {
             records: records.len(),
             requests: pages.len(),
             items: pages.iter().map(|p| p.items).sum(),
@@ -155,39 +195,46 @@ impl Bench {
             units: pages.iter().map(meter::Page::read_units).sum(),
             moto_units: self.moto_units() - moto_before,
             elapsed,
-        })
+        };
+        Ok((records, reading))
     }
 
-    /// The poll of docs/design.md §6 at `now`: the `changes` index over
-    /// the reader's window, then the `lease_ends` index from the lookback
-    /// to the horizon; the two readings summed.
-    async fn design_poll(&self, now: u64, since: u64) -> anyhow::Result<Reading> {
-        let changes = self.measure(self.store.read_changed_since(since)).await?;
+    /// A registry's delta poll at `now` (crates/mcs-registry/src/reader.rs),
+    /// one refresh after the last (its watermark), made as `poll` says,
+    /// with `view` as what the registry has read: the reads of changes
+    /// (and of change stamps) then the lease ends to the horizon.
+    async fn design_poll(&self, now: u64, poll: Poll, view: &mut View) -> anyhow::Result<Reading> {
         let o = &self.options;
-        // The reader's window (crates/mcs-registry/src/reader.rs): from its
-        // last watermark (one refresh ago) less the lookback, to the horizon.
+        let watermark = now - o.refresh_ms;
+        let reached = watermark - o.lookback_ms;
+        let mut reading = Reading::default();
+        let since = match poll {
+            Poll::SinceLast => Some(watermark),
+            Poll::Lookback => Some(reached),
+            Poll::Stamps => {
+                let read = self.store.read_change_stamps(reached + 1, u64::MAX);
+                let (stamps, units) = self.measure_kept(read).await?;
+                reading += units;
+                let start = view.delta_start(&stamps, reached, watermark);
+                ensure!(start.late == 0, "{} writes read as late in virtual time", start.late);
+                start.since_ms
+            }
+        };
+        if let Some(since) = since {
+            reading += self.measure(self.store.read_changed_since(since)).await?;
+        }
         let horizon = mcs_core::LeasePolicy::new(o.lease_secs, o.heartbeat_secs)
             .map_err(anyhow::Error::msg)?
             .horizon_ms(o.skew_ms, o.refresh_ms, o.lookback_ms);
-        let from = now - o.refresh_ms - o.lookback_ms;
-        let ends = self.measure(self.store.read_lease_ends(from, now + horizon)).await?;
-        Ok(Reading {
-            records: changes.records + ends.records,
-            requests: changes.requests + ends.requests,
-            items: changes.items + ends.items,
-            bytes: changes.bytes + ends.bytes,
-            units: changes.units + ends.units,
-            moto_units: changes.moto_units + ends.moto_units,
-            elapsed: changes.elapsed + ends.elapsed,
-        })
+        reading += self.measure(self.store.read_lease_ends(reached, now + horizon)).await?;
+        Ok(reading)
     }
 
     /// Writes `records` fast: the store encodes each (its `put`, captured by
     /// the meter), then BatchWriteItem stores the encoded items. Returns
-    /// the encoded items' mean size and the mean size of their `lease_ends`
-    /// index entry (keys, `gen`, `writer`, `lease_until_ms`), by DynamoDB's
-    /// rules.
-    async fn load(&self, records: Vec<Record>) -> anyhow::Result<(f64, f64)> {
+    /// the mean sizes, by DynamoDB's rules, of the encoded items and of
+    /// their index entries.
+    async fn load(&self, records: Vec<Record>) -> anyhow::Result<Sizes> {
         let count = records.len();
         let started = Instant::now();
         self.meter.take_captured();
@@ -197,21 +244,32 @@ impl Bench {
         encoded?;
         let items = self.meter.take_captured();
         ensure!(items.len() == count, "captured {} items of {count}", items.len());
-        const ENTRY: [&str; 6] = ["pk", "sk", "shard", "lease_until_ms", "gen", "writer"];
-        let (mut full, mut entry) = (0u64, 0u64);
-        for item in &items {
-            full += meter::item_size(item);
+        // What each index projects (docs/design.md §3): the table's keys,
+        // the index's keys and its projected attributes.
+        const LEASE_ENDS: [&str; 6] = ["pk", "sk", "shard", "lease_until_ms", "gen", "writer"];
+        const STAMPS: [&str; 4] = ["pk", "sk", "shard", "c"];
+        let entry = |item: &meter::JsonItem, names: &[&str]| {
             let projected: meter::JsonItem = item
                 .iter()
-                .filter(|(name, _)| ENTRY.contains(&name.as_str()))
+                .filter(|(name, _)| names.contains(&name.as_str()))
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect();
-            entry += meter::item_size(&projected);
+            meter::item_size(&projected)
+        };
+        let mut sizes = Sizes::default();
+        for item in &items {
+            sizes.item += meter::item_size(item) as f64;
+            sizes.lease_ends += entry(item, &LEASE_ENDS) as f64;
+            sizes.stamps += entry(item, &STAMPS) as f64;
         }
         load::batch_write(&self.direct, &self.table, items, 4).await?;
         eprintln!("poll-cost: loaded {count} records in {:.1} s", started.elapsed().as_secs_f64());
-        let per = |total: u64| total as f64 / count.max(1) as f64;
-        Ok((per(full), per(entry)))
+        let n = count.max(1) as f64;
+        Ok(Sizes {
+            item: sizes.item / n,
+            lease_ends: sizes.lease_ends / n,
+            stamps: sizes.stamps / n,
+        })
     }
 
     /// Conditional puts of `records` through the store, some in flight at
@@ -337,9 +395,12 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         "records",
         "item B",
         "lease_ends entry B",
-        "WCU/renewal today",
-        "with 0002, changed_at moved",
-        "design, changed_at kept",
+        "change_stamps entry B",
+        "WCU/renewal before",
+        "schema 2",
+        "schema 3 and 5 (in place)",
+        "WCU/content change, schema 3",
+        "schema 5",
     ]);
     for (stage, &n) in sizes.iter().enumerate() {
         let t = v0 + (stage as u64 + 1) * HOUR_MS;
@@ -407,7 +468,13 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         // state, as a sample renewed through it shows: changed_at kept,
         // lease ends moved out of the window.
         let sample: Vec<Record> = kept.iter().take(32).cloned().collect();
-        let (item_bytes, entry_bytes) = bench.load(kept).await?;
+        // What the registry has read: every record as loaded (a full read),
+        // then the churn below (its delta polls).
+        let mut view = View::new(options.skew_ms);
+        for record in &kept {
+            view.apply(record.clone(), tk);
+        }
+        let sizes_kept = bench.load(kept).await?;
         for record in sample {
             let later = Record {
                 lease_until_ms: record.lease_until_ms.map(|u| u + heartbeat_ms),
@@ -416,42 +483,59 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
             let kept_at = bench.store.renew(&later, tk).await?;
             ensure!(kept_at == Some(th + 1), "a renewal in place kept changed_at: {kept_at:?}");
         }
-        let kept_idle = bench.design_poll(tk, tk - window).await?;
-        ensure!(kept_idle.records == 0, "renewals that keep changed_at were read");
-        // Then content churn on top, as in the churn above.
+        let kept_lookback = bench.design_poll(tk, Poll::Lookback, &mut view).await?;
+        let kept_idle = bench.design_poll(tk, Poll::Stamps, &mut view).await?;
+        ensure!(
+            kept_idle.records == 0 && kept_lookback.records == 0,
+            "renewals that keep changed_at were read"
+        );
+        // Then content churn on top, as in the churn above: the view has
+        // read all of it but the last refresh's.
         let churn = Churn { rounds, per_round, refresh }.records(
             tk,
             &mut cursor,
             &mut generations,
             |changed| changed + lease_ms,
         );
+        for record in churn.iter().filter(|r| r.changed_at_ms <= tk - refresh) {
+            view.apply(record.clone(), tk);
+        }
         bench.load(churn).await?;
-        let kept_churned = bench.design_poll(tk, tk - refresh).await?;
-        let kept_churned_window = bench.design_poll(tk, tk - window).await?;
-        renewal_rows.row(renewal_row(n, item_bytes, entry_bytes));
+        let kept_churned = bench.design_poll(tk, Poll::SinceLast, &mut view).await?;
+        let kept_churned_window = bench.design_poll(tk, Poll::Lookback, &mut view).await?;
+        let stamped_churn = bench.design_poll(tk, Poll::Stamps, &mut view).await?;
+        renewal_rows.row(renewal_row(n, sizes_kept));
 
         let churn_label = format!("delta, {}% changed per refresh", options.churn_percent);
         let beat_label = format!("delta, all heartbeating every {} s", options.heartbeat_secs);
-        let kept_label =
-            format!("design: all heartbeating every {} s, changed_at kept", options.heartbeat_secs);
-        let kept_churn_label = format!("design: that + {}% changed", options.churn_percent);
+        let kept_label = |schema: u32| {
+            format!(
+                "schema {schema}: all heartbeating every {} s, changed_at kept",
+                options.heartbeat_secs
+            )
+        };
+        let kept_churn_label =
+            |schema: u32| format!("schema {schema}: that + {}% changed", options.churn_percent);
         let lease_ends = |since: u64| format!("{} s ago + lease_ends", since as f64 / 1e3);
-        let rows: [(&str, String, &Reading); 10] = [
-            ("full scan (baseline)", "-".to_owned(), &full),
-            ("delta, idle", format!("{} s ago", refresh as f64 / 1e3), &idle),
-            ("delta, idle", format!("{} s ago", window as f64 / 1e3), &idle_window),
-            (&churn_label, format!("{} s ago", refresh as f64 / 1e3), &churned),
-            (&churn_label, format!("{} s ago", window as f64 / 1e3), &churned_window),
-            (&beat_label, format!("{} s ago", refresh as f64 / 1e3), &beating),
-            (&beat_label, format!("{} s ago", window as f64 / 1e3), &beating_window),
-            (&kept_label, lease_ends(window), &kept_idle),
-            (&kept_churn_label, lease_ends(refresh), &kept_churned),
-            (&kept_churn_label, lease_ends(window), &kept_churned_window),
+        let stamps = format!("stamps {} s + lease_ends", window as f64 / 1e3);
+        let rows: [(String, String, &Reading); 12] = [
+            ("full scan (baseline)".into(), "-".to_owned(), &full),
+            ("delta, idle".into(), format!("{} s ago", refresh as f64 / 1e3), &idle),
+            ("delta, idle".into(), format!("{} s ago", window as f64 / 1e3), &idle_window),
+            (churn_label.clone(), format!("{} s ago", refresh as f64 / 1e3), &churned),
+            (churn_label, format!("{} s ago", window as f64 / 1e3), &churned_window),
+            (beat_label.clone(), format!("{} s ago", refresh as f64 / 1e3), &beating),
+            (beat_label, format!("{} s ago", window as f64 / 1e3), &beating_window),
+            (kept_label(3), lease_ends(window), &kept_lookback),
+            (kept_label(5), stamps.clone(), &kept_idle),
+            (kept_churn_label(5), lease_ends(refresh), &kept_churned),
+            (kept_churn_label(3), lease_ends(window), &kept_churned_window),
+            (kept_churn_label(5), stamps, &stamped_churn),
         ];
         for (reader, since, r) in rows {
             table_rows.row(vec![
                 n.to_string(),
-                reader.to_owned(),
+                reader,
                 since,
                 r.records.to_string(),
                 r.requests.to_string(),
@@ -468,9 +552,14 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         );
         idle_units.push((n, idle.units, idle_window.units));
         design.push((n, kept_idle.units / idle_window.units));
+        ensure!(kept_lookback.units >= idle_window.units, "a poll costs at least the idle one");
         largest = Some((n, full.units, churned.units, churned_window.units));
-        design_largest =
-            Some((n, kept_churned.units / full.units, kept_churned_window.units / full.units));
+        design_largest = Some((
+            n,
+            kept_churned.units / full.units,
+            kept_churned_window.units / full.units,
+            stamped_churn.units / full.units,
+        ));
     }
     table_rows.print();
     println!(
@@ -508,45 +597,57 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     let kept_list: Vec<String> =
         design.iter().map(|(n, r)| format!("{n}: {}", ratio(*r))).collect();
     println!(
-        "target: design poll, all heartbeating, at most 2x the idle poll of an unchanging table \
-         (both over the reader's window): {}: {}",
+        "target: schema 5 poll, all heartbeating, at most 2x the idle poll of an unchanging \
+         table (both over the reader's window): {}: {}",
         kept_list.join(", "),
         verdict(design.iter().all(|(_, r)| *r <= 2.0))
     );
-    if let Some((n, exact, window_units)) = design_largest {
+    if let Some((n, exact, window_units, stamped)) = design_largest {
         println!(
-            "target: design poll with {}% churn at most 0.01x the full scan at {n} records: \
-             since the last poll {} ({}), with the reader's lookback {} ({})",
+            "target: a poll with {}% churn at most 0.01x the full scan at {n} records: since the \
+             last poll {} ({}), schema 3 with the reader's lookback {} ({}), schema 5 with change \
+             stamps {} ({})",
             options.churn_percent,
             ratio(exact),
             verdict(exact <= 0.01),
             ratio(window_units),
             verdict(window_units <= 0.01),
+            ratio(stamped),
+            verdict(stamped <= 0.01),
         );
     }
     renewal_rows.print();
     println!(
-        "WCU per renewal of one item in one replica (each replica of a global table pays the \
+        "WCU per write of one item in one replica (each replica of a global table pays the \
          same again), from the sizes above: the item, 1 per KB; the changes index (ALL \
          projection) 2 entries of the item's size when changed_at_ms moves (its sort key: \
          delete + put), 1 when only projected attributes change (lease_until_ms, ttl); the \
-         lease_ends index 2 entries (its sort key moves)."
+         lease_ends index 2 entries (its sort key moves); the change_stamps index (keys only) \
+         2 entries when c moves (a content change), none on a renewal in place."
     );
     report::end("poll-cost");
     Ok(())
 }
 
-/// One row of the renewal cost table: items of `item_bytes`, index entries
-/// of `entry_bytes`.
-fn renewal_row(n: usize, item_bytes: f64, entry_bytes: f64) -> Vec<String> {
-    let item = (item_bytes / 1024.0).ceil().max(1.0);
-    let entry = (entry_bytes / 1024.0).ceil().max(1.0);
+/// One row of the write cost table, from the mean `sizes`: per renewal,
+/// the item rewritten (before), plus the `lease_ends` entry moved (schema
+/// 2), in place (the item and the `lease_ends` entry; `changes` gets the
+/// new `lease_until_ms` and `ttl`, `change_stamps` nothing); per content
+/// change, the item, its `changes` entry moved, its `lease_ends` entry
+/// moved, and from schema 5 its `change_stamps` entry moved.
+fn renewal_row(n: usize, sizes: Sizes) -> Vec<String> {
+    let kb = |bytes: f64| (bytes / 1024.0).ceil().max(1.0);
+    let (item, entry, stamp) = (kb(sizes.item), kb(sizes.lease_ends), kb(sizes.stamps));
+    let content = 3.0 * item + 2.0 * entry;
     vec![
         n.to_string(),
-        f(item_bytes, 0),
-        f(entry_bytes, 0),
+        f(sizes.item, 0),
+        f(sizes.lease_ends, 0),
+        f(sizes.stamps, 0),
         f(3.0 * item, 0),
         f(3.0 * item + 2.0 * entry, 0),
         f(2.0 * item + 2.0 * entry, 0),
+        f(content, 0),
+        f(content + 2.0 * stamp, 0),
     ]
 }

@@ -29,7 +29,7 @@ pub use expiry::{ExpiryGuard, HoldPolicy, LeaseCounts, Verdict};
 pub use fingerprint::{Fingerprint, Section};
 pub use hlc::Hlc;
 pub use lease::LeasePolicy;
-pub use record::{Body, Key, Kind, LeaseEnd, LeaseTerms, Record, Version};
+pub use record::{Body, ChangeStamp, Key, Kind, LeaseEnd, LeaseTerms, Record, Version};
 pub use rules::{WriteDecision, decide};
 pub use section::{SectionKind, Served};
 pub use view::View;

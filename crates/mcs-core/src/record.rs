@@ -150,6 +150,60 @@ pub struct LeaseEnd {
     pub lease_until_ms: u64,
 }
 
+/// Which write an item holds, as the `change_stamps` index of DynamoDB
+/// holds it (docs/design.md §3, §6 "Reaching back for late changes"): its
+/// key, its `changed_at_ms` and a hash of its version, without the content.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChangeStamp {
+    /// The record's key.
+    pub key: Key,
+    /// The item's `changed_at_ms`.
+    pub changed_at_ms: u64,
+    /// [`ChangeStamp::version_hash`] of the item's version.
+    pub version_hash: u32,
+}
+
+impl ChangeStamp {
+    /// The stamp of `record`'s item.
+    pub fn of(record: &Record) -> Self {
+        Self {
+            key: record.key.clone(),
+            changed_at_ms: record.changed_at_ms,
+            version_hash: Self::version_hash(&record.version),
+        }
+    }
+
+    /// A 32-bit hash of `version`: the first four bytes, big-endian, of the
+    /// SHA-256 of its generation (eight bytes, big-endian) and writer id.
+    /// Stable across builds: it is stored.
+    pub fn version_hash(version: &Version) -> u32 {
+        let mut hasher = Sha256::new();
+        hasher.update(version.generation.to_be_bytes());
+        hasher.update(version.writer.as_bytes());
+        let digest = hasher.finalize();
+        u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+    }
+
+    /// The stamp as one number, the item attribute `c` that the index sorts
+    /// by: `changed_at_ms · 2³² + version_hash`, so that a range of write
+    /// times is a range of `c`.
+    pub fn sort_value(&self) -> u128 {
+        (u128::from(self.changed_at_ms) << 32) | u128::from(self.version_hash)
+    }
+
+    /// The least sort value of a write at `changed_at_ms`.
+    pub fn first_sort_value(changed_at_ms: u64) -> u128 {
+        u128::from(changed_at_ms) << 32
+    }
+
+    /// The stamp of `key` whose sort value is `n`; `None` when `n` is out
+    /// of range.
+    pub fn from_sort_value(key: Key, n: u128) -> Option<Self> {
+        let changed_at_ms = u64::try_from(n >> 32).ok()?;
+        Some(Self { key, changed_at_ms, version_hash: (n & 0xffff_ffff) as u32 })
+    }
+}
+
 /// One stored item, decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {

@@ -10,7 +10,7 @@
 
 use crate::fingerprint::Section;
 use crate::imports;
-use crate::record::{Body, Key, LeaseEnd, Record};
+use crate::record::{Body, ChangeStamp, Key, LeaseEnd, Record};
 use crate::section::SectionKind;
 use mcs_api::{
     Cluster, Condition, Export, ExportKey, Incarnation, Label, Pool, PoolId, RouterId,
@@ -107,6 +107,19 @@ fn replace_section<K: Ord + Clone, V: serde::Serialize + PartialEq>(
     changed
 }
 
+/// Where a delta poll reads changes from ([`View::delta_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaStart {
+    /// Read the changes after this (epoch milliseconds); `None`: nothing
+    /// to read.
+    pub since_ms: Option<u64>,
+    /// How many stamps showed writes the view has not seen.
+    pub unseen: usize,
+    /// Of those, how many were written at or before the watermark: writes
+    /// that reached this replica after the poll that covered their time.
+    pub late: usize,
+}
+
 /// The merged state of one reader and what it serves.
 #[derive(Debug)]
 pub struct View {
@@ -143,6 +156,11 @@ pub struct View {
     /// window or lost its lease end (a tombstone over its item): it is read
     /// whole rather than raised.
     answered: HashSet<Key>,
+    /// The stamps of the writes offered to [`View::apply`] (read by delta
+    /// polls and rereads, or written by the registrar), winners or not,
+    /// down to the last delta poll's reach: what [`View::unseen`] counts
+    /// as seen beside the records the view holds.
+    offered: HashSet<ChangeStamp>,
     /// Non-withdrawn export records by service, whatever their cluster's state.
     exports_by_service: BTreeMap<ServiceName, BTreeSet<Label>>,
     /// Services each cluster exports (non-withdrawn).
@@ -174,6 +192,7 @@ impl View {
             raised: HashSet::new(),
             confirmed_poll_ms: 0,
             answered: HashSet::new(),
+            offered: HashSet::new(),
             exports_by_service: BTreeMap::new(),
             services_by_cluster: HashMap::new(),
             pools: Section::new(SectionKind::Pools.name()),
@@ -216,6 +235,7 @@ impl View {
     /// replaced what the view held (a newer version or a renewal); an older
     /// record changes nothing.
     pub fn apply(&mut self, record: Record, now_ms: u64) -> bool {
+        self.offered.insert(ChangeStamp::of(&record));
         if let Some(held) = self.records.get(&record.key)
             && !record.supersedes(held)
         {
@@ -574,6 +594,49 @@ impl View {
         self.unsettled_by(&Read::of(self, ends), window)
     }
 
+    /// Where a delta poll reads changes from, given a read of the change
+    /// stamps written after `reached_ms` (the watermark less the lookback):
+    /// just before the earliest write there the view has not seen
+    /// ([`View::unseen`]), never before `reached_ms`; `None` when it has
+    /// seen them all, and the poll reads no changes (docs/design.md §6
+    /// "Reaching back for late changes"). Forgets the stamps of offered
+    /// writes at or before `reached_ms`: no later poll asks about them.
+    pub fn delta_start(
+        &mut self,
+        stamps: &[ChangeStamp],
+        reached_ms: u64,
+        watermark_ms: u64,
+    ) -> DeltaStart {
+        self.offered.retain(|s| s.changed_at_ms > reached_ms);
+        let mut start = DeltaStart { since_ms: None, unseen: 0, late: 0 };
+        for stamp in self.unseen(stamps) {
+            start.unseen += 1;
+            start.late += usize::from(stamp.changed_at_ms <= watermark_ms);
+            let since = stamp.changed_at_ms.saturating_sub(1).max(reached_ms);
+            start.since_ms = Some(start.since_ms.map_or(since, |s| s.min(since)));
+        }
+        start
+    }
+
+    /// The writes among `stamps` this view has not seen: neither the
+    /// record it holds of the key (the same `changed_at_ms` and version)
+    /// nor a write offered to [`View::apply`] since the last
+    /// [`View::delta_start`]'s reach. A write the view has not seen may
+    /// change it (a later version, or an equal one renewed by a put) or not
+    /// (another origin's item that loses the merge); either is read once.
+    pub fn unseen<'a>(
+        &'a self,
+        stamps: &'a [ChangeStamp],
+    ) -> impl Iterator<Item = &'a ChangeStamp> + 'a {
+        stamps.iter().filter(|stamp| {
+            let held = self.records.get(&stamp.key).is_some_and(|held| {
+                held.changed_at_ms == stamp.changed_at_ms
+                    && ChangeStamp::version_hash(&held.version) == stamp.version_hash
+            });
+            !held && !self.offered.contains(*stamp)
+        })
+    }
+
     /// [`View::leases_to_recheck`] of a read already sorted against the view.
     fn unsettled_by(&self, read: &Read<'_>, window: LeaseWindow) -> Vec<Key> {
         let raise_by = window.to_ms.min(window.raise_by_ms);
@@ -805,3 +868,6 @@ mod rule_tests;
 
 #[cfg(test)]
 mod confirm_tests;
+
+#[cfg(test)]
+mod stamp_tests;

@@ -13,9 +13,9 @@ use crate::clock::Clock;
 use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::section::ListBody;
-use mcs_core::view::{Confirmed, LeaseWindow, Resync};
+use mcs_core::view::{Confirmed, DeltaStart, LeaseWindow, Resync};
 use mcs_core::{
-    ExpiryGuard, HoldPolicy, LeaseCounts, LeaseEnd, Record, SectionKind, Verdict, View,
+    ChangeStamp, ExpiryGuard, HoldPolicy, LeaseCounts, LeaseEnd, Record, SectionKind, Verdict, View,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -136,6 +136,17 @@ impl LiveView {
     /// Merges records from a delta poll; returns how many changed the view.
     pub fn apply_all(&self, records: Vec<Record>) -> usize {
         self.mutate(|view, now| records.into_iter().filter(|r| view.apply(r.clone(), now)).count())
+    }
+
+    /// Where a delta poll reads changes from, given a read of change stamps
+    /// ([`View::delta_start`]).
+    pub fn delta_start(
+        &self,
+        stamps: &[ChangeStamp],
+        reached_ms: u64,
+        watermark_ms: u64,
+    ) -> DeltaStart {
+        self.write().delta_start(stamps, reached_ms, watermark_ms)
     }
 
     /// Brings leases in line with a read of stored lease ends

@@ -36,6 +36,10 @@ pub const READER_POLL_DURATION: &str = "mcs_reader_poll_duration_seconds";
 pub const LEASES_CONFIRMED: &str = "mcs_reader_leases_confirmed_total";
 /// Records a full read found that delta polls had missed.
 pub const LATE_ARRIVALS: &str = "mcs_reader_late_arrivals_total";
+/// Writes a read of change stamps found behind a delta poll's window that
+/// the view lacked (they reached this replica after the poll that covered
+/// their `changed_at`), and which the poll read whole by reaching back.
+pub const LATE_CHANGES: &str = "mcs_reader_late_changes_total";
 /// Mass-expiry holds begun.
 pub const EXPIRY_HOLDS: &str = "mcs_view_expiry_holds_total";
 /// Expiries held back right now.
@@ -123,6 +127,10 @@ fn describe() {
     describe_counter!(READER_POLLS, "reader polls by mode and outcome");
     describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
     describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
+    describe_counter!(
+        LATE_CHANGES,
+        "writes behind a delta poll's window found by their change stamps and read by reaching back"
+    );
     describe_counter!(LEASES_CONFIRMED, "leases confirmed by a read of lease ends, by how");
     describe_gauge!(WATCHERS, "long-polls waiting");
     describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
@@ -162,12 +170,13 @@ fn register_zero() {
     for how in ["renewed", "extended", "reread"] {
         metrics::counter!(LEASES_CONFIRMED, "how" => how).increment(0);
     }
-    for mode in ["delta", "full", "lease_ends"] {
+    for mode in ["delta", "full", "lease_ends", "change_stamps"] {
         for outcome in ["ok", "error"] {
             metrics::counter!(READER_POLLS, "mode" => mode, "outcome" => outcome).increment(0);
         }
     }
     metrics::counter!(LATE_ARRIVALS).increment(0);
+    metrics::counter!(LATE_CHANGES).increment(0);
     metrics::counter!(EXPIRY_HOLDS).increment(0);
     metrics::gauge!(EXPIRIES_HELD).set(0.0);
     metrics::gauge!(WATCHERS).set(0.0);

@@ -7,6 +7,7 @@
 use crate::live::{LiveView, PollOutcome};
 use crate::metrics as m;
 use crate::registrar::Registrar;
+use mcs_core::Record;
 use mcs_core::view::LeaseWindow;
 use mcs_store::{Store, StoreError};
 use std::sync::Arc;
@@ -130,13 +131,7 @@ impl Reader {
         let (mode, read) =
             if full { ("full", PollOutcome::FullRead) } else { ("delta", PollOutcome::DeltaRead) };
         let started = Instant::now();
-        let result = if full {
-            self.store.read_all().await
-        } else {
-            self.store
-                .read_changed_since(self.watermark_ms.saturating_sub(self.config.lookback_ms))
-                .await
-        };
+        let result = if full { self.store.read_all().await } else { self.read_delta().await };
         metrics::histogram!(m::READER_POLL_DURATION, "mode" => mode)
             .record(started.elapsed().as_secs_f64());
         let records = match result {
@@ -214,6 +209,58 @@ impl Reader {
             }
         }
         self.view.mark_poll(read);
+    }
+
+    /// A delta poll's read of what changed (docs/design.md §6 "Reaching
+    /// back for late changes"). On a store with change stamps, the stamps
+    /// written after the watermark less the lookback first, a fraction of
+    /// the items' size; then the changes themselves only from just before
+    /// the earliest write there the view has not seen (a new one, or one
+    /// that reached this replica after the poll that covered its time), and
+    /// none when it has seen them all. Without stamps (a table before
+    /// schema 5), or when reading them fails, the changes since the
+    /// watermark less the lookback, as before.
+    async fn read_delta(&self) -> Result<Vec<Record>, StoreError> {
+        let reached = self.watermark_ms.saturating_sub(self.config.lookback_ms);
+        let since = if self.store.reads_change_stamps() {
+            self.delta_start(reached).await
+        } else {
+            Some(reached)
+        };
+        match since {
+            Some(since) => self.store.read_changed_since(since).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Where [`Reader::read_delta`] reads changes from, after the stamps
+    /// of the writes after `reached`; `None` when there is nothing to read.
+    async fn delta_start(&self, reached: u64) -> Option<u64> {
+        const MODE: &str = "change_stamps";
+        let started = Instant::now();
+        let result = self.store.read_change_stamps(reached.saturating_add(1), u64::MAX).await;
+        metrics::histogram!(m::READER_POLL_DURATION, "mode" => MODE)
+            .record(started.elapsed().as_secs_f64());
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
+        let stamps = match result {
+            Ok(stamps) => stamps,
+            Err(error) => {
+                tracing::warn!(%error, "change stamps read failed; reading the whole lookback");
+                return Some(reached);
+            }
+        };
+        let start = self.view.delta_start(&stamps, reached, self.watermark_ms);
+        if start.late > 0 {
+            metrics::counter!(m::LATE_CHANGES).increment(start.late as u64);
+            tracing::debug!(
+                late = start.late,
+                since_ms = start.since_ms,
+                watermark_ms = self.watermark_ms,
+                "reaching back for writes that arrived late"
+            );
+        }
+        start.since_ms
     }
 
     /// Reads the stored lease ends from `from_ms` (the last watermark less

@@ -4,13 +4,13 @@
 //!
 //! ```text
 //!  RULES=real|changed_at|supersedes
-//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,no_recheck,
+//!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,no_recheck,reach_lookback,reach_watermark,
 //!        never_confirm,uncapped
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
 //! ```
 
-use mcs_sim::{Confirm, Knobs, Options, Rules, run_many, seeds_from_env};
+use mcs_sim::{Confirm, Knobs, Options, Reach, Rules, run_many, seeds_from_env};
 
 fn main() {
     let rules = match std::env::var("RULES").as_deref() {
@@ -35,6 +35,13 @@ fn main() {
                 Confirm::Uncapped
             } else {
                 Confirm::Real
+            },
+            reach: if has("reach_lookback") {
+                Reach::Lookback
+            } else if has("reach_watermark") {
+                Reach::Watermark
+            } else {
+                Reach::Stamps
             },
         },
         ..Options::default()

@@ -108,6 +108,15 @@ pub enum Invariant {
     ///    incarnation with a generation it did not choose never replaces
     ///    its tombstone in a region's item (checked on every write).
     WithdrawalFence,
+    /// A delta poll misses nothing its lookback covers: after it, the view
+    ///    holds every image the replica's indexes showed written (by its
+    ///    writer's clock) after the poll's watermark less the lookback, or
+    ///    a newer version of its key (checked after every delta poll). The
+    ///    poll reads that lookback as change stamps and reads whole only
+    ///    from the earliest write the view lacks (docs/design.md §6,
+    ///    "Reaching back for late changes"); a poll that never reaches back
+    ///    breaks it (`tests/broken_rules.rs`).
+    DeltaComplete,
     /// The simulation itself panicked.
     Panicked,
 }
@@ -132,6 +141,9 @@ impl fmt::Display for Invariant {
             }
             Invariant::WithdrawalFence => {
                 "withdrawal fence (no registrar-assigned write over its incarnation's tombstone)"
+            }
+            Invariant::DeltaComplete => {
+                "delta complete (a delta poll holds every write its lookback covers)"
             }
             Invariant::Panicked => "the simulation panicked",
         })
@@ -193,6 +205,12 @@ pub(crate) fn serving(world: &mut World, slots: Option<usize>) -> Result<(), Vio
         };
         let now = process.now(world.t);
         process.view.advance(now);
+        if let Some(missed) = &process.incomplete {
+            return violation(
+                Invariant::DeltaComplete,
+                format!("registrar {slot}'s last delta poll missed {missed}"),
+            );
+        }
         check_served(process, &world.relays, now, skew, slot)?;
         let strict = world.options.strict_lease_bound;
         world.stats.raised_after_missed_change +=

@@ -49,7 +49,7 @@ pub mod table;
 mod world;
 
 pub use check::{Invariant, Violation};
-pub use params::{Confirm, Knobs};
+pub use params::{Confirm, Knobs, Reach};
 pub use rules::Rules;
 pub use stats::Stats;
 pub use world::Options;

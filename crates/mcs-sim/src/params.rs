@@ -60,6 +60,25 @@ pub struct Knobs {
     /// How a reader confirms its leases from the stored lease ends after a
     /// delta poll.
     pub confirm: Confirm,
+    /// Where a delta poll's read of changes starts.
+    pub reach: Reach,
+}
+
+/// Where a delta poll's read of changes starts (docs/design.md §6,
+/// "Reaching back for late changes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The window's change stamps first, then the changes from just before
+    /// the earliest write there the view has not seen, or none
+    /// ([`mcs_core::View::delta_start`]), as the registry's reader does.
+    Stamps,
+    /// At the watermark less the lookback, reading it all again: the
+    /// reader before schema 5, and on a store without change stamps.
+    Lookback,
+    /// BROKEN on purpose: at the watermark, never reaching back, so a
+    /// write that reaches the replica's indexes after the poll that covered
+    /// its `changed_at` is missed until a full read.
+    Watermark,
 }
 
 /// How a reader confirms its leases after a delta poll (docs/design.md §6,
@@ -86,7 +105,12 @@ pub enum Confirm {
 impl Default for Knobs {
     /// The registrar as it is.
     fn default() -> Self {
-        Self { lease_drift: false, view_applies_stored_only: false, confirm: Confirm::Real }
+        Self {
+            lease_drift: false,
+            view_applies_stored_only: false,
+            confirm: Confirm::Real,
+            reach: Reach::Stamps,
+        }
     }
 }
 

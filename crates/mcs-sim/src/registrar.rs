@@ -30,7 +30,7 @@
 //! (same version, owner and content): the merge rule would have taken
 //! that end too, had it been read as a record.
 
-use crate::params::{Confirm, Knobs, Params};
+use crate::params::{Confirm, Knobs, Params, Reach};
 use crate::rules::Rules;
 use crate::stats::Stats;
 use crate::table::Table;
@@ -149,6 +149,11 @@ pub struct Process {
     /// written before the poll's settled time. The version the view held
     /// then, while it holds it.
     pub missed: BTreeMap<Key, Version>,
+    /// What its last delta poll missed of what its lookback covers (an
+    /// image its indexes showed, written after the watermark less the
+    /// lookback, newer than the view's), if anything (invariant
+    /// `DeltaComplete`).
+    pub incomplete: Option<String>,
     /// The highest version of every key this process has read or written:
     /// every stored image is an acknowledged write, so this is the newest
     /// acknowledged write it could know of.
@@ -199,6 +204,7 @@ impl Process {
             missed: BTreeMap::new(),
             known: BTreeMap::new(),
             known_tombstone: BTreeMap::new(),
+            incomplete: None,
         }
     }
 
@@ -233,17 +239,43 @@ impl Process {
         table: &Table,
         t: u64,
         rules: &Rules,
-        confirm: Confirm,
+        (confirm, reach): (Confirm, Reach),
         strict_renewals: bool,
         stats: &mut Stats,
     ) -> Option<(LeaseWindow, usize, Confirmed)> {
         let now = self.now(t);
         let reached = self.watermark_ms.saturating_sub(self.lookback_ms);
-        let records = table.read_changed_since(reached, t);
+        // The window read as change stamps: changes are read whole only
+        // from the earliest write there the view has not seen, and not at
+        // all when it has seen them all (docs/design.md §6).
+        let since = match reach {
+            Reach::Lookback => Some(reached),
+            Reach::Watermark => Some(self.watermark_ms),
+            Reach::Stamps => {
+                let stamps = table.read_change_stamps(reached.saturating_add(1), u64::MAX, t);
+                let start = self.view.delta_start(&stamps, reached, self.watermark_ms);
+                stats.changes_reached_back += start.late as u64;
+                start.since_ms
+            }
+        };
+        let records = since.map_or_else(Vec::new, |since| table.read_changed_since(since, t));
         self.observe_all(&records, now);
         for record in records {
             self.ingest(record, now, rules, stats);
         }
+        // What the lookback promises: every image the indexes show written
+        // after the watermark less the lookback is held, or a newer one.
+        self.incomplete = table.read_changed_since(reached, t).into_iter().find_map(|image| {
+            let held = self.view.record(&image.key);
+            held.is_none_or(|h| image.version > h.version).then(|| {
+                format!(
+                    "{} written at {}, holding {}",
+                    image.version,
+                    image.changed_at_ms,
+                    held.map_or("none".into(), |h| h.version.to_string())
+                )
+            })
+        });
         self.watermark_ms = now;
         let window = LeaseWindow {
             from_ms: reached,

@@ -98,6 +98,9 @@ stats! {
     /// Keys a lease ends read could not settle, read whole from the replica
     /// (`View::leases_to_recheck`).
     leases_reread,
+    /// Writes a delta poll's read of change stamps showed behind its window
+    /// that the view lacked, read by reaching back to them.
+    changes_reached_back,
     /// Images that reached their replica's indexes later than the item
     /// took them (index lag).
     index_lagged_images,

@@ -20,7 +20,7 @@
 //! terms ([`Table::image_of`]), so it never enters the `changes` index.
 
 use crate::rules::MergeRule;
-use mcs_core::{Key, LeaseEnd, Record};
+use mcs_core::{ChangeStamp, Key, LeaseEnd, Record};
 use std::collections::BTreeMap;
 
 /// A stored image of an item.
@@ -154,6 +154,15 @@ impl Table {
     /// time `t`).
     pub fn read_changed_since(&self, since_ms: u64, t: u64) -> Vec<Record> {
         self.indexed(t).filter(|r| r.changed_at_ms > since_ms).cloned().collect()
+    }
+
+    /// The change stamp of every item written (by its writer's clock) in
+    /// `from_ms..=to_ms` (the `change_stamps` index, at true time `t`).
+    pub fn read_change_stamps(&self, from_ms: u64, to_ms: u64, t: u64) -> Vec<ChangeStamp> {
+        self.indexed(t)
+            .filter(|r| (from_ms..=to_ms).contains(&r.changed_at_ms))
+            .map(ChangeStamp::of)
+            .collect()
     }
 
     /// The lease end of every item whose lease ends in `from_ms..=to_ms`

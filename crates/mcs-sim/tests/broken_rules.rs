@@ -2,7 +2,9 @@
 //! mcs-core: the invariants must catch each within a bounded number of
 //! schedules, and say which invariant and which seed.
 
-use mcs_sim::{Confirm, Failure, Invariant, Knobs, Options, Rules, run, run_many, search_seeds};
+use mcs_sim::{
+    Confirm, Failure, Invariant, Knobs, Options, Reach, Rules, run, run_many, search_seeds,
+};
 
 /// The lowest failing seed below `limit` (or `MCS_SIM_SEED`, replayed).
 fn hunt(rules: Rules, options: Options, limit: u64) -> Failure {
@@ -97,4 +99,22 @@ fn a_raise_without_the_settled_cap_is_caught() {
     // the real confirmation.
     let real = run(failure.seed, Rules::REAL, Options::default());
     assert!(real.is_ok(), "seed {} fails with the real confirmation too: {real:?}", failure.seed);
+}
+
+/// A delta poll that reads from its watermark and never reaches back: a
+/// write that reached the replica's indexes after the poll that covered its
+/// `changed_at` (index lag, a writer's clock behind) is missed until a full
+/// read. Reading the lookback again whole, as before change stamps, misses
+/// nothing on the same schedule, and neither does reaching back by stamps.
+#[test]
+fn a_delta_poll_that_never_reaches_back_is_caught() {
+    let reaching =
+        |reach| Options { knobs: Knobs { reach, ..Knobs::default() }, ..Options::default() };
+    let failure = hunt(Rules::REAL, reaching(Reach::Watermark), 2_000);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::DeltaComplete, "{failure}");
+    for reach in [Reach::Stamps, Reach::Lookback] {
+        let ok = run(failure.seed, Rules::REAL, reaching(reach));
+        assert!(ok.is_ok(), "seed {} fails with {reach:?} too: {ok:?}", failure.seed);
+    }
 }

@@ -46,7 +46,7 @@ pub enum PutOutcome {
     },
 }
 
-pub use mcs_core::LeaseEnd;
+pub use mcs_core::{ChangeStamp, LeaseEnd};
 
 /// A backend of the registry.
 ///
@@ -87,6 +87,39 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
                 Some(LeaseEnd { key: r.key, version: r.version, lease_until_ms: until })
             })
             .collect())
+    }
+
+    /// The change stamps of the items whose `changed_at_ms` lies in
+    /// `from_ms..=to_ms`: one per stored item (several of one key when
+    /// several origins hold it), without their content. A reader checks
+    /// the lookback behind its window with them and reads whole only the
+    /// writes it lacks (docs/design.md §6 "Reaching back for late
+    /// changes"), when [`Store::reads_change_stamps`].
+    ///
+    /// The default reads the records of the range, which is correct for a
+    /// store held in memory; a store whose reads cost per byte answers from
+    /// an index (DynamoDB: `change_stamps`, docs/design.md §3).
+    async fn read_change_stamps(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Vec<ChangeStamp>, StoreError> {
+        Ok(self
+            .read_changed_since(from_ms.saturating_sub(1))
+            .await?
+            .iter()
+            .filter(|r| (from_ms..=to_ms).contains(&r.changed_at_ms))
+            .map(ChangeStamp::of)
+            .collect())
+    }
+
+    /// Whether a reader should check its lookback with
+    /// [`Store::read_change_stamps`] rather than read it again whole
+    /// (DynamoDB: the table is at schema 5). True for a store held in
+    /// memory, whose reads cost nothing per byte, so that the reader runs
+    /// the same way on every backend.
+    fn reads_change_stamps(&self) -> bool {
+        true
     }
 
     /// Writes `record` as a renewal of this store's item of its key if that

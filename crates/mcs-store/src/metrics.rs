@@ -63,7 +63,8 @@ pub(crate) fn request(op: &'static str, outcome: &'static str, elapsed: Duration
 
 /// The operations that read, and those that write (conditionally: their
 /// outcome may be `refused`), as the series label them.
-pub const READ_OPS: [&str; 5] = ["get", "scan", "query_changes", "query_lease_ends", "get_schema"];
+pub const READ_OPS: [&str; 6] =
+    ["get", "scan", "query_changes", "query_lease_ends", "query_change_stamps", "get_schema"];
 /// See [`READ_OPS`].
 pub const WRITE_OPS: [&str; 3] = ["put", "renew", "put_schema"];
 

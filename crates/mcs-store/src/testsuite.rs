@@ -9,7 +9,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
 
-use crate::{LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size};
+use crate::{
+    ChangeStamp, LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size,
+};
 use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool, pool_key};
 use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use std::sync::Arc;
@@ -36,6 +38,7 @@ macro_rules! store_conformance_suite {
             a_withdrawal_fences_its_incarnation_in_storage,
             changed_since_returns_exactly_the_later_writes,
             lease_ends_are_exactly_the_stored_leases_in_the_window,
+            change_stamps_are_exactly_the_stored_writes_in_the_window,
             an_item_over_the_size_limit_is_refused_naming_its_field,
             a_renewal_in_place_keeps_changed_at_and_moves_the_lease,
             a_renewal_in_place_is_refused_unless_it_renews_the_stored_record,
@@ -251,6 +254,47 @@ pub async fn lease_ends_are_exactly_the_stored_leases_in_the_window(store: Arc<d
     assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(ends(&window(0, 15_000).await), Vec::<u64>::new());
     assert_eq!(ends(&window(65_000, 75_000).await), vec![70_000]);
+}
+
+/// `read_change_stamps(from, to)` returns a stamp (key, generation,
+/// `changed_at_ms`) of every stored item written in `from..=to`, exports
+/// and withdrawals included; a renewal in place leaves its stamp where it
+/// was, a new version moves it.
+pub async fn change_stamps_are_exactly_the_stored_writes_in_the_window(store: Arc<dyn Store>) {
+    assert!(store.reads_change_stamps(), "the suite's stores are at the current schema");
+    let mut written = Vec::new();
+    for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+        let record = with_terms(
+            at(mk_pool(name, i as u64 + 2, "w", Some("x"), Some(100_000)), 1_000 * (i as u64 + 1)),
+            TERMS,
+        );
+        store.put(&record, 1_000).await.unwrap();
+        written.push(record);
+    }
+    let export = at(export_of(1), 5_000);
+    store.put(&export, 1_000).await.unwrap();
+    let withdrawn = at(mk_tombstone("w", 9, "w"), 6_000);
+    store.put(&withdrawn, 1_000).await.unwrap();
+    let window = async |from, to| {
+        let mut got: Vec<ChangeStamp> = store.read_change_stamps(from, to).await.unwrap();
+        got.sort_by_key(|s| s.changed_at_ms);
+        got
+    };
+    let all: Vec<ChangeStamp> =
+        written.iter().chain([&export, &withdrawn]).map(ChangeStamp::of).collect();
+    assert_eq!(window(0, u64::MAX).await, all);
+    assert_eq!(window(2_000, 4_000).await, all[1..4], "inclusive");
+    assert_eq!(window(4_001, 4_999).await, Vec::<ChangeStamp>::new());
+    // A renewal in place keeps the stamp; a new version moves it.
+    let mut beat = written[0].clone();
+    beat.lease_until_ms = Some(120_000);
+    assert_eq!(store.renew(&beat, 2_000).await.unwrap(), Some(1_000));
+    assert_eq!(window(1_000, 1_000).await, all[..1]);
+    let mut next = at(written[0].clone(), 7_000);
+    next.version = Version::new(3, "w");
+    assert_eq!(store.put(&next, 7_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(window(1_000, 1_000).await, Vec::<ChangeStamp>::new());
+    assert_eq!(window(7_000, 7_000).await, vec![ChangeStamp::of(&next)]);
 }
 
 /// `record` with lease terms `(duration_ms, heartbeat_ms)`.

@@ -31,7 +31,9 @@ use mcs_api::ConditionStatus;
 use mcs_core::lease::MAX_LEASE_SECS;
 use mcs_core::{Body, Key, Record, View};
 use mcs_store::dynamo::raw::TTL;
-use mcs_store::dynamo::{OLDEST_TABLE_VERSION, SCHEMA_VERSION, TableFacts};
+use mcs_store::dynamo::{
+    OLDEST_TABLE_VERSION, RENEWALS_KEEP_CHANGED_AT_FROM, SCHEMA_VERSION, TableFacts,
+};
 use serde::Serialize;
 
 /// The outcome of one check.
@@ -150,14 +152,21 @@ fn schema(version: Option<u32>) -> Check {
                 "version {v} is newer than this binary's {SCHEMA_VERSION}: use a newer mcs-admin"
             ),
         ),
-        Some(v) if v >= OLDEST_TABLE_VERSION => Check::problem(
-            NAME,
-            format!(
-                "version {v}: registries of this release serve it in compatibility mode \
-                 (renewals still move changed_at_ms); once every registry runs this release, \
-                 run mcs-admin migrate (to {SCHEMA_VERSION})"
-            ),
-        ),
+        Some(v) if v >= OLDEST_TABLE_VERSION => {
+            let compat = if v < RENEWALS_KEEP_CHANGED_AT_FROM {
+                "renewals still move changed_at_ms, delta polls read their whole lookback again"
+            } else {
+                "delta polls read their whole lookback again, not its change stamps"
+            };
+            Check::problem(
+                NAME,
+                format!(
+                    "version {v}: registries of this release serve it in compatibility mode \
+                     ({compat}); once every registry runs this release, run mcs-admin migrate \
+                     (to {SCHEMA_VERSION})"
+                ),
+            )
+        }
         Some(v) => Check::problem(
             NAME,
             format!("version {v}, this binary needs {SCHEMA_VERSION}: run mcs-admin migrate"),

@@ -154,6 +154,7 @@ mod hardening;
 mod limits;
 mod openapi_contract;
 mod ownership;
+mod reach_back;
 mod readiness;
 mod resources;
 mod validation;

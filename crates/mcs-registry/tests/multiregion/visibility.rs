@@ -238,3 +238,48 @@ async fn renewals_outside_the_change_feed_keep_a_pool_live_everywhere_until_its_
     assert!(extended > 0.0, "B raised the lease from reads of lease ends");
     eprintln!("B dropped the pool {gone_after:?} after the last renewal; {extended} raises in B");
 }
+
+/// Change stamps (docs/design.md §6, "Reaching back for late changes"): a
+/// write replicated later than a refresh, so that the other region's
+/// watermark has passed its `changed_at_ms` when it arrives, is served
+/// there at the next poll without a full read; and a region with nothing
+/// new reads no changes at all, only their stamps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_replicated_later_than_a_refresh_is_served_by_the_next_poll() {
+    const DELAY: Duration = Duration::from_secs(3);
+    let flags = [("--lookback-ms", "10000"), ("--full-resync-interval-secs", "600")];
+    let Some(world) = MultiRegion::start(REGISTRY, "stamps", &[A, B], &flags, 5).await else {
+        return;
+    };
+    let sample = |op: &str| format!(r#"mcs_store_requests_total{{op="{op}",outcome="ok"}}"#);
+    let (changes, stamps) = (sample("query_changes"), sample("query_change_stamps"));
+    let full = r#"mcs_reader_polls_total{mode="full",outcome="ok"}"#;
+    let late = "mcs_reader_late_changes_total";
+    eventually(Duration::from_secs(10), "B polls its change stamps", async || {
+        world.metric(B, &stamps).await > 0.0
+    })
+    .await;
+
+    // Nothing written: B's polls read stamps, never changes.
+    let before = (world.metric(B, &changes).await, world.metric(B, &stamps).await);
+    tokio::time::sleep(REFRESH * 4).await;
+    let after = (world.metric(B, &changes).await, world.metric(B, &stamps).await);
+    assert_eq!(after.0, before.0, "an idle poll reads no changes");
+    assert!(after.1 >= before.1 + 8.0 * 2.0, "two polls or more read stamps: {before:?} {after:?}");
+
+    world.faults().set_all(&LinkFaults { delay: DELAY, ..LinkFaults::default() });
+    let fulls = world.metric(B, full).await;
+    let (status, reply) =
+        world.call(A, Method::POST, "/v1/pools", Some(&pool("c1", "late", 1, json!({})))).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let acked = Instant::now();
+    eventually(DELAY + REFRESH + Duration::from_secs(3), "B lists the late pool", async || {
+        pools_of(&world, B).await.contains(&"late".to_owned())
+    })
+    .await;
+    let seen = acked.elapsed();
+    assert!(seen >= DELAY, "not before the replication delay: {seen:?}");
+    assert_eq!(world.metric(B, full).await, fulls, "no full read served it");
+    assert!(world.metric(B, late).await >= 1.0, "B reached back for it");
+    eprintln!("a write replicated {DELAY:?} late was listed in B {seen:?} after its ack");
+}

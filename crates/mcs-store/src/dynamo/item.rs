@@ -25,7 +25,7 @@
 use crate::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_api::{ExportKey, Label, PoolId, RouterId};
-use mcs_core::{Body, Key, LeaseTerms, Record, Version};
+use mcs_core::{Body, ChangeStamp, Key, LeaseTerms, Record, Version};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
@@ -38,6 +38,11 @@ pub(crate) const PK: &str = "pk";
 pub(crate) const SK: &str = "sk";
 pub(crate) const KIND: &str = "kind";
 pub(crate) const GEN: &str = "gen";
+/// The write's change stamp as one number
+/// ([`mcs_core::ChangeStamp::sort_value`]: `changed_at_ms` and a hash of
+/// the version), the sort key of `change_stamps`. One letter: every poll
+/// reads it, and names count in read units.
+pub(crate) const CHANGE_STAMP: &str = "c";
 pub(crate) const WRITER: &str = "writer";
 pub(crate) const OWNER: &str = "owner";
 pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
@@ -58,6 +63,10 @@ pub(crate) const CHANGES_INDEX: &str = "changes";
 /// The sparse index of lease ends: partition `shard`, sort `lease_until_ms`,
 /// projecting the keys, `gen` and `writer` (migration 0002).
 pub(crate) const LEASE_ENDS_INDEX: &str = "lease_ends";
+/// The index of change stamps: partition `shard`, sort `c`, keys only
+/// (migration 0004): what a reader
+/// checks its window's lookback with, at a fraction of `changes`' size.
+pub(crate) const CHANGE_STAMPS_INDEX: &str = "change_stamps";
 
 /// The schema item's partition and sort key, and its version attribute.
 pub(crate) const META_PK: &str = "META";
@@ -185,6 +194,7 @@ pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result
         (SK.to_owned(), AttributeValue::S(sk)),
         (KIND.to_owned(), AttributeValue::S(record.key.kind().as_str().to_owned())),
         (GEN.to_owned(), n(record.version.generation)),
+        (CHANGE_STAMP.to_owned(), n(ChangeStamp::of(record).sort_value())),
         (WRITER.to_owned(), AttributeValue::S(record.version.writer.clone())),
         (DELETED.to_owned(), AttributeValue::Bool(record.is_tombstone())),
         (CHANGED_AT_MS.to_owned(), n(record.changed_at_ms)),
@@ -324,6 +334,18 @@ pub(crate) fn decode_lease_end(item: &Item) -> Result<crate::LeaseEnd, String> {
         version: Version::new(u64_of(item, GEN)?, s(item, WRITER)?),
         lease_until_ms: u64_of(item, LEASE_UNTIL_MS)?,
     })
+}
+
+/// The change stamp of an entry of the `change_stamps` index.
+pub(crate) fn decode_change_stamp(item: &Item) -> Result<ChangeStamp, String> {
+    let key = parse_key(s(item, PK)?, s(item, SK)?)?;
+    let value = match item.get(CHANGE_STAMP) {
+        Some(AttributeValue::N(v)) => v.parse::<u128>().ok(),
+        _ => None,
+    };
+    value
+        .and_then(|v| ChangeStamp::from_sort_value(key, v))
+        .ok_or_else(|| format!("{CHANGE_STAMP} is missing or not a change stamp"))
 }
 
 /// Reads `item` back into the record it stores.

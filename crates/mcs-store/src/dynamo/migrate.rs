@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::info;
 
 /// The schema version this binary reads and writes: the last migration's.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The oldest table version this binary runs on. On a table at 2 it runs in
 /// compatibility mode: it reads `lease_ends` but its renewals still move
@@ -49,6 +49,12 @@ pub const OLDEST_TABLE_VERSION: u32 = 2;
 /// place ([`Store::renew`](crate::Store::renew)).
 pub const RENEWALS_KEEP_CHANGED_AT_FROM: u32 = 3;
 
+/// The first schema version at which readers check the writes behind their
+/// window through the `change_stamps` index (migrations 0004 and 0005) and
+/// read whole only those they lack
+/// ([`Store::reads_change_stamps`](crate::Store::reads_change_stamps)).
+pub const READS_CHANGE_STAMPS_FROM: u32 = 5;
+
 /// The migration files, in order.
 const FILES: &[(&str, &str)] = &[
     ("0001_create_table.json", include_str!("../../../../migrations/0001_create_table.json")),
@@ -59,6 +65,14 @@ const FILES: &[(&str, &str)] = &[
     (
         "0003_renewals_keep_changed_at.json",
         include_str!("../../../../migrations/0003_renewals_keep_changed_at.json"),
+    ),
+    (
+        "0004_change_stamps_index.json",
+        include_str!("../../../../migrations/0004_change_stamps_index.json"),
+    ),
+    (
+        "0005_readers_reach_back_by_stamps.json",
+        include_str!("../../../../migrations/0005_readers_reach_back_by_stamps.json"),
     ),
 ];
 

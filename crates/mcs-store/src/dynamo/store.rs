@@ -1,14 +1,15 @@
 //! [`Store`] for [`DynamoStore`]: one conditional PutItem per write,
 //! consistent GetItem, a parallel consistent Scan, and one Query per shard of
-//! the `changes` index. Items this binary cannot read are skipped by the
+//! the `changes`, `lease_ends` or `change_stamps` index. Items this binary cannot read are skipped by the
 //! multi-item reads (logged and counted), never fatal to them.
 
 use super::errors::Target;
 use super::item::{
-    self, CHANGED_AT_MS, CHANGES_INDEX, Item, LEASE_ENDS_INDEX, LEASE_UNTIL_MS, SHARD, SHARDS,
+    self, CHANGE_STAMP, CHANGE_STAMPS_INDEX, CHANGED_AT_MS, CHANGES_INDEX, Item, LEASE_ENDS_INDEX,
+    LEASE_UNTIL_MS, SHARD, SHARDS,
 };
 use super::{CAPACITY, DynamoStore, condition, errors, record_request_metrics};
-use crate::{LeaseEnd, PutOutcome, Store, StoreError};
+use crate::{ChangeStamp, LeaseEnd, PutOutcome, Store, StoreError};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
@@ -325,6 +326,10 @@ impl Store for DynamoStore {
         self.table_version() >= super::RENEWALS_KEEP_CHANGED_AT_FROM
     }
 
+    fn reads_change_stamps(&self) -> bool {
+        self.table_version() >= super::READS_CHANGE_STAMPS_FROM
+    }
+
     /// Re-reads the META item: a table migrated meanwhile (to 3: renewals
     /// keep `changed_at_ms` from now on) takes effect; one moved beyond
     /// what this binary may use is an error, the version last read kept.
@@ -361,12 +366,20 @@ impl Store for DynamoStore {
 
     /// One Query per shard of the `lease_ends` index (docs/design.md §3).
     async fn read_lease_ends(&self, from_ms: u64, to_ms: u64) -> Result<Vec<LeaseEnd>, StoreError> {
-        let mut shards = JoinSet::new();
-        for shard in 0..SHARDS {
-            let window = (from_ms, to_ms);
-            shards.spawn(query_lease_ends(self.client.clone(), self.target.clone(), shard, window));
-        }
-        collect(shards).await
+        self.read_range(&LEASE_ENDS, (u128::from(from_ms), u128::from(to_ms))).await
+    }
+
+    /// One Query per shard of the `change_stamps` index (docs/design.md §3).
+    async fn read_change_stamps(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Vec<ChangeStamp>, StoreError> {
+        let range = (
+            ChangeStamp::first_sort_value(from_ms),
+            ChangeStamp::first_sort_value(to_ms) | 0xffff_ffff,
+        );
+        self.read_range(&CHANGE_STAMPS, range).await
     }
 }
 
@@ -426,30 +439,75 @@ async fn scan_segment<T>(
     Ok(kept)
 }
 
-/// The lease ends of one shard in `from_ms..=to_ms`; an item this binary
+/// A read of one of the small indexes by a range of its sort key, one
+/// Query per shard: `lease_ends` and `change_stamps` (docs/design.md §3).
+struct RangeRead<T> {
+    /// The operation, as metrics name it.
+    op: &'static str,
+    index: &'static str,
+    /// The index's sort key.
+    sort: &'static str,
+    /// What an entry is, for the log.
+    what: &'static str,
+    decode: fn(&Item) -> Result<T, String>,
+}
+
+const LEASE_ENDS: RangeRead<LeaseEnd> = RangeRead {
+    op: "query_lease_ends",
+    index: LEASE_ENDS_INDEX,
+    sort: LEASE_UNTIL_MS,
+    what: "lease end",
+    decode: item::decode_lease_end,
+};
+
+const CHANGE_STAMPS: RangeRead<ChangeStamp> = RangeRead {
+    op: "query_change_stamps",
+    index: CHANGE_STAMPS_INDEX,
+    sort: CHANGE_STAMP,
+    what: "change stamp",
+    decode: item::decode_change_stamp,
+};
+
+impl DynamoStore {
+    /// `read` over every shard, its sort key in `range` (inclusive).
+    async fn read_range<T: Send + 'static>(
+        &self,
+        read: &'static RangeRead<T>,
+        range: (u128, u128),
+    ) -> Result<Vec<T>, StoreError> {
+        let mut shards = JoinSet::new();
+        for shard in 0..SHARDS {
+            shards.spawn(query_range(self.client.clone(), self.target.clone(), read, shard, range));
+        }
+        collect(shards).await
+    }
+}
+
+/// `read` of one shard, its sort key in `from..=to`; an entry this binary
 /// cannot read is skipped and counted, as by `readable`.
-async fn query_lease_ends(
+async fn query_range<T>(
     client: Client,
     target: Arc<Target>,
+    read: &'static RangeRead<T>,
     shard: u32,
-    (from_ms, to_ms): (u64, u64),
-) -> Result<Vec<LeaseEnd>, StoreError> {
+    (from, to): (u128, u128),
+) -> Result<Vec<T>, StoreError> {
     let query = client
         .query()
-        .index_name(LEASE_ENDS_INDEX)
-        .key_condition_expression("#shard = :shard AND #until BETWEEN :from AND :to")
+        .index_name(read.index)
+        .key_condition_expression("#shard = :shard AND #sort BETWEEN :from AND :to")
         .expression_attribute_names("#shard", SHARD)
-        .expression_attribute_names("#until", LEASE_UNTIL_MS)
+        .expression_attribute_names("#sort", read.sort)
         .expression_attribute_values(":shard", AttributeValue::N(shard.to_string()))
-        .expression_attribute_values(":from", AttributeValue::N(from_ms.to_string()))
-        .expression_attribute_values(":to", AttributeValue::N(to_ms.to_string()));
-    let items = query_items("query_lease_ends", &target, query).await?;
+        .expression_attribute_values(":from", AttributeValue::N(from.to_string()))
+        .expression_attribute_values(":to", AttributeValue::N(to.to_string()));
+    let items = query_items(read.op, &target, query).await?;
     Ok(items
         .iter()
-        .filter_map(|found| match item::decode_lease_end(found) {
-            Ok(end) => Some(end),
+        .filter_map(|found| match (read.decode)(found) {
+            Ok(entry) => Some(entry),
             Err(e) => {
-                warn!(error = %e, "skipping a lease end this binary cannot read");
+                warn!(error = %e, "skipping a {} this binary cannot read", read.what);
                 crate::metrics::skipped("undecodable");
                 None
             }

@@ -17,13 +17,15 @@ async fn migrate_creates_once_then_has_nothing_to_do() {
     let first = migrate(&client, &table).await.unwrap();
     assert_eq!(first.from_version, None);
     assert_eq!(first.to_version, SCHEMA_VERSION);
-    assert_eq!(first.applied.len(), 3);
+    assert_eq!(first.applied.len(), 5);
     assert_eq!(
         first.applied[0].actions,
         vec!["created table".to_owned(), "enabled ttl on ttl".to_owned()]
     );
     assert_eq!(first.applied[1].actions, vec!["created index lease_ends".to_owned()]);
     assert!(first.applied[2].actions.is_empty(), "0003 is a marker");
+    assert_eq!(first.applied[3].actions, vec!["created index change_stamps".to_owned()]);
+    assert!(first.applied[4].actions.is_empty(), "0005 is a marker");
 
     let second = migrate(&client, &table).await.unwrap();
     assert!(second.is_up_to_date(), "{second}");
@@ -125,6 +127,9 @@ async fn migrate_repairs_ttl_stream_and_index_drift() {
                 .to_owned(),
             "creating index lease_ends (DynamoDB backfills it; doctor reports it ACTIVE when done)"
                 .to_owned(),
+            "creating index change_stamps (DynamoDB backfills it; doctor reports it ACTIVE when \
+             done)"
+                .to_owned(),
             "enabled ttl on ttl".to_owned(),
         ]
     );
@@ -137,6 +142,7 @@ async fn migrate_repairs_ttl_stream_and_index_drift() {
     );
     store.read_changed_since(0).await.unwrap();
     store.read_lease_ends(0, u64::MAX).await.unwrap();
+    store.read_change_stamps(0, u64::MAX).await.unwrap();
     let again = store.migrate().await.unwrap();
     assert!(again.is_up_to_date(), "{again}");
 }

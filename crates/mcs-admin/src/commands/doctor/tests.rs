@@ -87,7 +87,9 @@ fn a_table_mid_rollout_is_told_apart_from_one_to_migrate() {
     assert_eq!(problems(&compat), vec!["schema"]);
     assert!(compat[0].detail.contains("compatibility mode"), "{:?}", compat[0]);
     let old = diagnose(vec![], &healthy_facts(), Some(1));
-    assert!(old[0].detail.contains("this binary needs 3: run mcs-admin migrate"), "{:?}", old[0]);
+    assert!(old[0].detail.contains("this binary needs 5: run mcs-admin migrate"), "{:?}", old[0]);
+    let two = diagnose(vec![], &healthy_facts(), Some(2));
+    assert!(two[0].detail.contains("renewals still move changed_at_ms"), "{:?}", two[0]);
 }
 
 #[test]

@@ -35,6 +35,23 @@ fn embedded_migrations_parse_and_end_at_schema_version() {
     assert!(all[2].steps.is_empty());
     assert!(all[2].additive);
     assert_eq!(compatible_from(&all, 3), 2);
+    // 0004: the change_stamps index, keys only, sorted by the change stamp,
+    // additive (binaries of 3 never query it).
+    assert!(all[3].additive);
+    let Step::CreateIndexes { indexes, .. } = &all[3].steps[0] else {
+        panic!("0004 creates an index");
+    };
+    assert_eq!(indexes[0].index_name(), item::CHANGE_STAMPS_INDEX);
+    let keys: Vec<&str> =
+        indexes[0].key_schema().iter().map(KeySchemaElement::attribute_name).collect();
+    assert_eq!(keys, [item::SHARD, item::CHANGE_STAMP]);
+    assert_eq!(indexes[0].projection().unwrap().projection_type(), Some(&ProjectionType::KeysOnly));
+    // 0005: a marker (readers reach back by stamps), recorded once
+    // change_stamps is ACTIVE; binaries of 4 go on, of 3 are refused.
+    assert!(all[4].steps.is_empty());
+    assert!(all[4].additive);
+    assert_eq!(compatible_from(&all, 5), 4);
+    assert_eq!(compatible_from(&all, 4), 3);
 }
 
 #[test]
@@ -50,18 +67,26 @@ fn a_marker_migration_has_no_steps() {
 fn this_binary_runs_on_tables_from_2_and_tells_1_to_migrate() {
     let stamp = |version, compatible_from| Some(SchemaStamp { version, compatible_from });
     let runs = Runs::THIS_BINARY;
-    assert_eq!((runs.oldest, runs.known), (2, 3));
+    assert_eq!((runs.oldest, runs.known), (2, 5));
     assert_eq!(check_schema(stamp(2, 1), runs, &target()).unwrap(), 2, "compatibility mode");
     assert_eq!(check_schema(stamp(3, 2), runs, &target()).unwrap(), 3);
-    assert_eq!(check_schema(stamp(4, 3), runs, &target()).unwrap(), 4, "N-1/N");
+    assert_eq!(check_schema(stamp(4, 3), runs, &target()).unwrap(), 4);
+    assert_eq!(check_schema(stamp(5, 4), runs, &target()).unwrap(), 5);
+    assert_eq!(check_schema(stamp(6, 5), runs, &target()).unwrap(), 6, "N-1/N");
     let one = check_schema(stamp(1, 1), runs, &target()).unwrap_err();
     assert!(matches!(one, StoreError::Schema(_)), "{one:?}");
     let one = one.to_string();
-    assert!(one.contains("schema version 1, this binary needs 2 to 3"), "{one}");
+    assert!(one.contains("schema version 1, this binary needs 2 to 5"), "{one}");
     assert!(one.contains("run mcs-admin migrate"), "{one}");
     // A binary of schema 1 (today's releases) is refused by a table at 3.
     let refused = check_schema(stamp(3, 2), Runs::only(1), &target()).unwrap_err();
     assert!(matches!(refused, StoreError::SchemaTooNew { found: 3, known: 1 }), "{refused:?}");
+    // A binary of schema 3 (the previous release) runs on a table at 4
+    // (change_stamps built) and is refused at 5.
+    let release_3 = Runs { oldest: 2, known: 3 };
+    assert_eq!(check_schema(stamp(4, 3), release_3, &target()).unwrap(), 4);
+    let refused = check_schema(stamp(5, 4), release_3, &target()).unwrap_err();
+    assert!(matches!(refused, StoreError::SchemaTooNew { found: 5, known: 3 }), "{refused:?}");
 }
 
 #[test]
@@ -178,10 +203,10 @@ fn a_binary_accepts_a_table_one_additive_migration_ahead() {
 fn the_declared_state_is_what_the_migrations_leave() {
     let declared = Declared::of(&migrations().unwrap());
     let names: Vec<&str> = declared.indexes.iter().map(GlobalSecondaryIndex::index_name).collect();
-    assert_eq!(names, [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX]);
+    assert_eq!(names, [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX, item::CHANGE_STAMPS_INDEX]);
     let attributes: Vec<&str> =
         declared.attribute_definitions.iter().map(AttributeDefinition::attribute_name).collect();
-    assert_eq!(attributes, ["pk", "sk", "shard", "changed_at_ms", "lease_until_ms"]);
+    assert_eq!(attributes, ["pk", "sk", "shard", "changed_at_ms", "lease_until_ms", "c"]);
     assert_eq!(
         declared.stream.as_ref().unwrap().stream_view_type(),
         Some(&StreamViewType::NewAndOldImages)
@@ -279,7 +304,7 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     assert_eq!(store.renew(&later, 3_000).await.unwrap(), None, "no renewal in place at 2");
     assert_eq!(store.put(&later, 3_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(store.read_changed_since(2_999).await.unwrap(), vec![later.clone()], "a change");
-    let three = run(&client, &target, &all, None).await.unwrap();
+    let three = run(&client, &target, &all, Some(3)).await.unwrap();
     assert_eq!((three.from_version, three.to_version), (Some(2), 3));
     assert_eq!(three.applied.len(), 1, "{three}");
     assert!(three.applied[0].actions.is_empty(), "a marker: {three}");
@@ -298,10 +323,41 @@ async fn migration_0002_upgrades_a_table_in_use_by_the_version_before() {
     assert_eq!(store.renew(&beat, 4_000).await.unwrap(), Some(3_000), "changed_at kept");
     assert!(store.read_changed_since(3_000).await.unwrap().is_empty());
     assert_eq!(store.read_lease_ends(130_000, 160_000).await.unwrap()[0].lease_until_ms, 150_000);
-    let done = run(&client, &target, &all, None).await.unwrap();
+    let done = run(&client, &target, &all, Some(3)).await.unwrap();
     assert!(done.is_up_to_date(), "{done}");
     let below = run(&client, &target, &all, Some(2)).await.unwrap();
     assert!(below.is_up_to_date() && below.to_version == 3, "never lowered: {below}");
+
+    // 3 -> 4: the change_stamps index, backfilled with the items written
+    // before; binaries of 3 serve the table, and a store at 4 does not
+    // read it yet (it may still be building on a table in use) ...
+    let four = run(&client, &target, &all, Some(4)).await.unwrap();
+    assert_eq!(four.applied[0].actions, vec!["created index change_stamps".to_owned()]);
+    let stamp = read_schema(&client, &target).await.unwrap();
+    assert_eq!(stamp, Some(SchemaStamp { version: 4, compatible_from: 3 }));
+    let release_3 = Runs { oldest: 2, known: 3 };
+    assert_eq!(check_schema(stamp, release_3, &target).unwrap(), 4, "a binary of 3 serves it");
+    store.refresh_schema().await.unwrap();
+    assert!(store.renewals_keep_changed_at() && !store.reads_change_stamps());
+    let stamps = store.read_change_stamps(0, u64::MAX).await.unwrap();
+    assert_eq!(stamps, vec![crate::ChangeStamp::of(&at(beat.clone(), 3_000))], "backfilled");
+    // ... 4 -> 5, recorded with change_stamps ACTIVE: readers use it, and
+    // binaries of 3 are refused.
+    let five = run(&client, &target, &all, None).await.unwrap();
+    assert_eq!((five.from_version, five.to_version), (Some(4), 5));
+    assert!(five.applied[0].actions.is_empty(), "a marker: {five}");
+    let stamp = read_schema(&client, &target).await.unwrap();
+    let refused = check_schema(stamp, release_3, &target).unwrap_err();
+    assert!(matches!(refused, StoreError::SchemaTooNew { found: 5, known: 3 }), "{refused:?}");
+    store.refresh_schema().await.unwrap();
+    assert!(store.reads_change_stamps());
+    let last = run(&client, &target, &all, None).await.unwrap();
+    assert!(last.is_up_to_date(), "{last}");
+}
+
+fn at(mut record: mcs_core::Record, changed_at_ms: u64) -> mcs_core::Record {
+    record.changed_at_ms = changed_at_ms;
+    record
 }
 
 /// Against moto: `to` stops at a version; a version this binary does not
@@ -323,28 +379,34 @@ async fn migrate_stops_at_the_version_asked() {
     assert_eq!((two.from_version, two.to_version, two.applied.len()), (None, 2, 2));
     assert_eq!(read_schema(&client, &target).await.unwrap().unwrap().version, 2);
     let rest = run(&client, &target, &all, None).await.unwrap();
-    assert_eq!((rest.from_version, rest.to_version), (Some(2), 3));
+    assert_eq!((rest.from_version, rest.to_version), (Some(2), SCHEMA_VERSION));
 }
 
 /// Against moto (whose indexes are ACTIVE at once, so the index is made
-/// missing): a table at 2 without `lease_ends` is not recorded at 3, and
-/// the error names the index.
+/// missing): a table at 2 without `lease_ends` is not recorded at 3, nor
+/// one at 4 without `change_stamps` at 5 (readers of 3 and 5 query them),
+/// and the error names the index.
 #[tokio::test]
-async fn version_3_is_not_recorded_without_the_lease_ends_index() {
+async fn a_version_is_not_recorded_without_the_index_its_readers_query() {
     use mcs_testkit::dynamo;
     let Some(endpoint) = crate::testsuite::dynamodb_endpoint() else { return };
     let client = dynamo::client(&endpoint, dynamo::REGION);
-    let table = dynamo::unique_table("unit-index");
-    let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
     let all = migrations().unwrap();
-    run(&client, &target, &all, Some(1)).await.unwrap();
-    record_version(&client, &target, SchemaStamp { version: 2, compatible_from: 1 }).await.unwrap();
-    let refused = run(&client, &target, &all, None).await.unwrap_err();
-    assert!(matches!(refused, StoreError::Schema(_)), "{refused:?}");
-    let refused = refused.to_string();
-    assert!(refused.contains("index lease_ends is missing"), "{refused}");
-    assert!(refused.contains("schema version 3 needs it ACTIVE"), "{refused}");
-    assert_eq!(read_schema(&client, &target).await.unwrap().unwrap().version, 2, "not recorded");
+    for (version, index) in [(3, "lease_ends"), (5, "change_stamps")] {
+        let table = dynamo::unique_table(&format!("unit-index-{version}"));
+        let target = Target::new(&table, dynamo::REGION, Some(&endpoint));
+        // The versions before the index's, then its own recorded by hand.
+        run(&client, &target, &all, Some(version - 2)).await.unwrap();
+        let without = SchemaStamp { version: version - 1, compatible_from: version - 2 };
+        record_version(&client, &target, without).await.unwrap();
+        let refused = run(&client, &target, &all, None).await.unwrap_err();
+        assert!(matches!(refused, StoreError::Schema(_)), "{refused:?}");
+        let refused = refused.to_string();
+        assert!(refused.contains(&format!("index {index} is missing")), "{refused}");
+        assert!(refused.contains(&format!("schema version {version} needs it")), "{refused}");
+        let recorded = read_schema(&client, &target).await.unwrap().unwrap().version;
+        assert_eq!(recorded, version - 1, "not recorded");
+    }
 }
 
 #[test]
