@@ -607,7 +607,7 @@ impl View {
         reached_ms: u64,
         watermark_ms: u64,
     ) -> DeltaStart {
-        self.offered.retain(|s| s.changed_at_ms > reached_ms);
+        self.forget_offered(reached_ms);
         let mut start = DeltaStart { since_ms: None, unseen: 0, late: 0 };
         for stamp in self.unseen(stamps) {
             start.unseen += 1;
@@ -616,6 +616,15 @@ impl View {
             start.since_ms = Some(start.since_ms.map_or(since, |s| s.min(since)));
         }
         start
+    }
+
+    /// Forgets the stamps of the writes offered to [`View::apply`] at or
+    /// before `reached_ms` (the watermark less the lookback): no poll asks
+    /// about them any more. The reader calls it at every delta poll, with
+    /// change stamps ([`View::delta_start`]) or without, so that they stay
+    /// within a lookback's writes.
+    pub fn forget_offered(&mut self, reached_ms: u64) {
+        self.offered.retain(|s| s.changed_at_ms > reached_ms);
     }
 
     /// The writes among `stamps` this view has not seen: neither the

@@ -149,6 +149,12 @@ impl LiveView {
         self.write().delta_start(stamps, reached_ms, watermark_ms)
     }
 
+    /// Forgets the writes offered at or before `reached_ms`
+    /// ([`View::forget_offered`]).
+    pub fn forget_offered(&self, reached_ms: u64) {
+        self.write().forget_offered(reached_ms);
+    }
+
     /// Brings leases in line with a read of stored lease ends
     /// ([`View::confirm_leases`]).
     pub fn confirm_leases(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Confirmed {

@@ -225,6 +225,7 @@ impl Reader {
         let since = if self.store.reads_change_stamps() {
             self.delta_start(reached).await
         } else {
+            self.view.forget_offered(reached);
             Some(reached)
         };
         match since {
@@ -247,6 +248,7 @@ impl Reader {
             Ok(stamps) => stamps,
             Err(error) => {
                 tracing::warn!(%error, "change stamps read failed; reading the whole lookback");
+                self.view.forget_offered(reached);
                 return Some(reached);
             }
         };

@@ -249,8 +249,14 @@ impl Process {
         // from the earliest write there the view has not seen, and not at
         // all when it has seen them all (docs/design.md §6).
         let since = match reach {
-            Reach::Lookback => Some(reached),
-            Reach::Watermark => Some(self.watermark_ms),
+            Reach::Lookback => {
+                self.view.forget_offered(reached);
+                Some(reached)
+            }
+            Reach::Watermark => {
+                self.view.forget_offered(reached);
+                Some(self.watermark_ms)
+            }
             Reach::Stamps => {
                 let stamps = table.read_change_stamps(reached.saturating_add(1), u64::MAX, t);
                 let start = self.view.delta_start(&stamps, reached, self.watermark_ms);

@@ -92,6 +92,13 @@ fn offered_writes_are_forgotten_below_the_reach() {
     // A reach past it forgets it: a stamp that old is never asked again.
     v.delta_start(&[], 2_500, 4_000);
     assert!(v.offered.is_empty());
+    // Without stamps too (a table before schema 5): the reader forgets
+    // them at every poll, so they stay within a lookback's writes.
+    v.apply(written("c", 1, "r", 5_000), 0);
+    v.forget_offered(4_999);
+    assert_eq!(v.offered.len(), 1);
+    v.forget_offered(5_000);
+    assert!(v.offered.is_empty());
 }
 
 #[test]
