@@ -37,10 +37,12 @@ use tracing::info;
 /// The schema version this binary reads and writes: the last migration's.
 pub const SCHEMA_VERSION: u32 = 5;
 
-/// The oldest table version this binary runs on. On a table at 2 it runs in
-/// compatibility mode: it reads `lease_ends` but its renewals still move
-/// `changed_at_ms`, as the binaries of 1 that may still share the table
-/// need (a rolling upgrade: `migrate --to 2`, roll the binaries, `migrate`;
+/// The oldest table version this binary runs on. Below its own it runs in
+/// compatibility mode: on a table at 2 it reads `lease_ends` but its
+/// renewals still move `changed_at_ms`, as the binaries of 1 that may still
+/// share the table need; below 5 its delta polls read the whole lookback,
+/// not its change stamps, while binaries of 3 may still write without them
+/// (rolling upgrades: `migrate --to N`, roll the binaries, `migrate`;
 /// docs/operations.md). Tables at 1 must be migrated first.
 pub const OLDEST_TABLE_VERSION: u32 = 2;
 
