@@ -1,6 +1,7 @@
 //! `describe`: the table's schema version, its items counted by kind and
-//! state, and what DynamoDB says of it (the `changes` index, TTL, the
-//! stream, the replicas of a global table).
+//! state, and what DynamoDB says of it (its indexes, TTL, the stream, the
+//! replicas of a global table). An index the table's schema version needs
+//! (its migrations declared it) and the table lacks is shown `missing`.
 
 use super::DEFAULT_RETENTION;
 use crate::Exit;
@@ -12,7 +13,7 @@ use crate::progress::Progress;
 use crate::scan::{Scan, origin, scan};
 use mcs_core::{Kind, View};
 use mcs_store::DynamoStore;
-use mcs_store::dynamo::{SCHEMA_VERSION, TableFacts};
+use mcs_store::dynamo::{INDEX_MISSING, SCHEMA_VERSION, TableFacts, indexes_declared_up_to};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -51,6 +52,8 @@ pub(super) struct Inspected {
     pub store: DynamoStore,
     pub facts: TableFacts,
     pub schema_version: Option<u32>,
+    /// The indexes the table's schema version needs ([`needed_indexes`]).
+    pub needed_indexes: Vec<String>,
     pub scanned: Scan,
     /// The view of `scanned` at `now`.
     pub view: View,
@@ -64,15 +67,26 @@ pub(super) async fn inspect(global: &GlobalArgs) -> anyhow::Result<Inspected> {
     let store = location.open(DEFAULT_RETENTION).await?;
     let facts = store.table_facts().await?;
     let schema_version = store.schema_version().await?;
+    let needed_indexes = needed_indexes(schema_version)?;
     let now = crate::now_ms();
     let scanned = scan(&store, &Progress::counter("scanning")).await?;
     let view = scanned.view(global.store.skew_allowance_ms, now);
-    Ok(Inspected { location, store, facts, schema_version, scanned, view, now })
+    Ok(Inspected { location, store, facts, schema_version, needed_indexes, scanned, view, now })
+}
+
+/// The indexes a table at `schema_version` needs, in the order its
+/// migrations declared them. A table without a version needs what
+/// `migrate` gives it (this binary's); a newer one every index this binary
+/// knows.
+pub(super) fn needed_indexes(schema_version: Option<u32>) -> anyhow::Result<Vec<String>> {
+    Ok(indexes_declared_up_to(schema_version.unwrap_or(SCHEMA_VERSION))?)
 }
 
 pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
-    let Inspected { location, facts, schema_version, scanned, view, now, .. } =
-        inspect(global).await?;
+    let Inspected {
+        location, mut facts, schema_version, needed_indexes, scanned, view, now, ..
+    } = inspect(global).await?;
+    mark_missing(&mut facts, needed_indexes);
     let description = Description {
         table: location.table.clone(),
         region: location.region.clone(),
@@ -85,6 +99,14 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     };
     output::print(&render(&description, global.output)?)?;
     Ok(Exit::Ok)
+}
+
+/// Adds each of the `needed` indexes that the table lacks to its indexes,
+/// as `missing`.
+fn mark_missing(facts: &mut TableFacts, needed: Vec<String>) {
+    for name in needed {
+        facts.indexes.entry(name).or_insert_with(|| INDEX_MISSING.to_owned());
+    }
 }
 
 fn origins(scanned: &Scan) -> BTreeMap<String, usize> {
@@ -139,6 +161,15 @@ fn render(d: &Description, format: Format) -> anyhow::Result<String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let indexes = if f.indexes.is_empty() {
+        "none".to_owned()
+    } else {
+        f.indexes
+            .iter()
+            .map(|(name, state)| format!("{name} {state}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let origins_text = if d.origins.is_empty() {
         "none".to_owned()
     } else {
@@ -149,7 +180,7 @@ fn render(d: &Description, format: Format) -> anyhow::Result<String> {
         ("region", d.region.clone().unwrap_or_else(|| "(AWS default chain)".to_owned())),
         ("status", f.status.clone()),
         ("schema version", schema),
-        ("changes index", f.changes_index.clone().unwrap_or_else(|| "missing".to_owned())),
+        ("indexes", indexes),
         ("ttl", ttl),
         ("stream", stream),
         ("stream arn", f.stream_arn.clone().unwrap_or_else(|| "-".to_owned())),
@@ -199,6 +230,38 @@ mod tests {
         assert_eq!(
             get(Kind::Router),
             KindCount { kind: Kind::Router, live: 0, expired: 0, tombstone: 0 }
+        );
+    }
+
+    #[test]
+    fn every_index_is_shown_with_its_state_and_a_needed_one_lacking_as_missing() {
+        let mut facts = TableFacts::default();
+        facts.indexes.insert("changes".into(), "ACTIVE".into());
+        facts.indexes.insert("change_stamps".into(), "CREATING (backfilling)".into());
+        mark_missing(&mut facts, needed_indexes(Some(3)).unwrap());
+        let d = Description {
+            table: "t".into(),
+            region: None,
+            schema_version: Some(3),
+            binary_schema_version: SCHEMA_VERSION,
+            facts,
+            items: vec![],
+            origins: BTreeMap::new(),
+            unreadable: 0,
+        };
+        let text = render(&d, Format::Table).unwrap();
+        let want = "indexes           change_stamps CREATING (backfilling), changes ACTIVE, \
+                    lease_ends missing";
+        assert!(text.lines().any(|l| l == want), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&d, Format::Json).unwrap()).unwrap();
+        assert_eq!(
+            json["indexes"],
+            serde_json::json!({
+                "change_stamps": "CREATING (backfilling)",
+                "changes": "ACTIVE",
+                "lease_ends": "missing"
+            })
         );
     }
 }

@@ -6,7 +6,7 @@
 //! | schema | the META version is not this binary's |
 //! | ttl | TTL is not enabled on `ttl` |
 //! | stream | the stream is off or not `NEW_AND_OLD_IMAGES` (global tables need both images) |
-//! | changes index | the `changes` index is missing or not `ACTIVE` |
+//! | `NAME` index | one per index the table's schema version needs (those its migrations declared: `changes`; `lease_ends` from 2; `change_stamps` from 4): it is missing or not `ACTIVE` |
 //! | unreadable items | an item cannot be decoded by this binary |
 //! | orphaned exports | an export's cluster's lease ended without a withdrawal, or the export is past the retention by more than `--ttl-grace-secs` and gc has not collected it |
 //! | conflicts | a served export reports `Conflict=True` |
@@ -20,6 +20,8 @@
 //! one left long past its `ttl` is a `ttl backlog` problem already.
 
 use super::checked_retention;
+#[cfg(test)]
+use super::describe::needed_indexes;
 use super::describe::{Inspected, inspect};
 use super::gc::past_retention;
 use crate::Exit;
@@ -32,7 +34,8 @@ use mcs_core::lease::MAX_LEASE_SECS;
 use mcs_core::{Body, Key, Record, View};
 use mcs_store::dynamo::raw::TTL;
 use mcs_store::dynamo::{
-    OLDEST_TABLE_VERSION, RENEWALS_KEEP_CHANGED_AT_FROM, SCHEMA_VERSION, TableFacts,
+    INDEX_ACTIVE, INDEX_MISSING, OLDEST_TABLE_VERSION, RENEWALS_KEEP_CHANGED_AT_FROM,
+    SCHEMA_VERSION, TableFacts,
 };
 use serde::Serialize;
 
@@ -49,26 +52,26 @@ pub(crate) enum Status {
 /// One check, what it found, and the items it names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Check {
-    pub name: &'static str,
+    pub name: String,
     pub status: Status,
     pub detail: String,
     pub items: Vec<String>,
 }
 
 impl Check {
-    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
-        Self { name, status: Status::Ok, detail: detail.into(), items: vec![] }
+    fn ok(name: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { name: name.into(), status: Status::Ok, detail: detail.into(), items: vec![] }
     }
 
-    fn problem(name: &'static str, detail: impl Into<String>) -> Self {
-        Self { name, status: Status::Problem, detail: detail.into(), items: vec![] }
+    fn problem(name: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { name: name.into(), status: Status::Problem, detail: detail.into(), items: vec![] }
     }
 
     /// Ok when `items` is empty, else a problem naming them.
-    fn of_items(name: &'static str, items: Vec<String>, ok: &str, problem: String) -> Self {
+    fn of_items(name: &str, items: Vec<String>, ok: &str, problem: String) -> Self {
         let status = if items.is_empty() { Status::Ok } else { Status::Problem };
         let detail = if items.is_empty() { ok.to_owned() } else { problem };
-        Self { name, status, detail, items }
+        Self { name: name.to_owned(), status, detail, items }
     }
 }
 
@@ -88,6 +91,9 @@ struct Diagnosis {
 pub(crate) struct Findings<'a> {
     pub schema_version: Option<u32>,
     pub facts: &'a TableFacts,
+    /// The indexes the table's schema version needs, in the order its
+    /// migrations declared them.
+    pub needed_indexes: &'a [String],
     pub scan: &'a Scan,
     pub view: &'a View,
     pub skew_ms: u64,
@@ -101,11 +107,12 @@ pub(crate) struct Findings<'a> {
 
 pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Result<Exit> {
     checked_retention(args.retention.retention_secs, global.store.skew_allowance_ms)?;
-    let Inspected { location, store, facts, schema_version, scanned, view, now } =
+    let Inspected { location, store, facts, schema_version, needed_indexes, scanned, view, now } =
         inspect(global).await?;
     let checks = checks(&Findings {
         schema_version,
         facts: &facts,
+        needed_indexes: &needed_indexes,
         scan: &scanned,
         view: &view,
         skew_ms: global.store.skew_allowance_ms,
@@ -128,18 +135,17 @@ pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Resul
 
 /// Every check, in a fixed order.
 pub(crate) fn checks(f: &Findings<'_>) -> Vec<Check> {
-    vec![
-        schema(f.schema_version),
-        ttl(f.facts),
-        stream(f.facts),
-        index(f.facts),
+    let mut checks = vec![schema(f.schema_version), ttl(f.facts), stream(f.facts)];
+    checks.extend(f.needed_indexes.iter().map(|name| index(f.facts, name)));
+    checks.extend([
         unreadable(f.scan),
         orphans(f),
         conflicts(f.view),
         skew(f),
         ttl_backlog(f),
         foreign_garbage(f),
-    ]
+    ]);
+    checks
 }
 
 fn schema(version: Option<u32>) -> Check {
@@ -212,15 +218,29 @@ fn stream(facts: &TableFacts) -> Check {
     }
 }
 
-fn index(facts: &TableFacts) -> Check {
-    const NAME: &str = "changes index";
-    match facts.changes_index.as_deref() {
-        Some("ACTIVE") => Check::ok(NAME, "ACTIVE"),
-        Some(status) => Check::problem(
-            NAME,
-            format!("{status}: delta polls fail or miss changes until it is ACTIVE"),
-        ),
-        None => Check::problem(NAME, "missing: run mcs-admin migrate"),
+/// The check of the index `name`, which the table's schema version needs:
+/// its registries query it.
+fn index(facts: &TableFacts, name: &str) -> Check {
+    let check = format!("{name} index");
+    match facts.index_state(name) {
+        INDEX_ACTIVE => Check::ok(check, INDEX_ACTIVE),
+        INDEX_MISSING => Check::problem(check, format!("{INDEX_MISSING}: run mcs-admin migrate")),
+        state => {
+            let advice = if state.starts_with("CREATING") || state.ends_with("(backfilling)") {
+                "wait for the backfill (doctor reports it ACTIVE when done)"
+            } else if state.starts_with("DELETING") {
+                "run mcs-admin migrate once it is deleted (it creates it again)"
+            } else {
+                "wait until it is ACTIVE"
+            };
+            Check::problem(
+                check,
+                format!(
+                    "{state}: registries at this schema version query it, their reads fail or \
+                     miss writes until it is ACTIVE: {advice}"
+                ),
+            )
+        }
     }
 }
 
@@ -299,7 +319,7 @@ fn orphans(f: &Findings<'_>) -> Check {
                 count(expected.len(), "export", "exports")
             )
         };
-        return Check { name: NAME, status: Status::Ok, detail, items: expected };
+        return Check { name: NAME.to_owned(), status: Status::Ok, detail, items: expected };
     }
     let detail = format!(
         "{} whose cluster holds no live lease: withdraw the cluster if it is gone for good \
@@ -307,7 +327,7 @@ fn orphans(f: &Findings<'_>) -> Check {
         count(problems.len(), "export", "exports")
     );
     problems.extend(expected);
-    Check { name: NAME, status: Status::Problem, detail, items: problems }
+    Check { name: NAME.to_owned(), status: Status::Problem, detail, items: problems }
 }
 
 fn conflicts(view: &View) -> Check {
@@ -435,7 +455,7 @@ fn foreign_garbage(f: &Findings<'_>) -> Check {
          collects them",
         count(per_origin.values().sum(), "item", "items")
     );
-    Check { name: NAME, status: Status::Ok, detail, items }
+    Check { name: NAME.to_owned(), status: Status::Ok, detail, items }
 }
 
 fn render(d: &Diagnosis, format: Format) -> anyhow::Result<String> {
@@ -448,7 +468,7 @@ fn render(d: &Diagnosis, format: Format) -> anyhow::Result<String> {
             Status::Ok => "ok",
             Status::Problem => "problem",
         };
-        table.row([c.name.to_owned(), status.to_owned(), c.detail.clone()]);
+        table.row([c.name.clone(), status.to_owned(), c.detail.clone()]);
     }
     let mut text = table.render();
     for c in d.checks.iter().filter(|c| !c.items.is_empty()) {

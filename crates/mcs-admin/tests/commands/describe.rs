@@ -1,4 +1,4 @@
-//! `describe`: schema, counts by kind and state, index, TTL, stream, replicas.
+//! `describe`: schema, counts by kind and state, indexes, TTL, stream, replicas.
 
 use crate::support::{
     DAY, Fixture, MINUTE, cluster_record, expired_pool, export_record, live_pool, now_ms,
@@ -25,7 +25,10 @@ async fn describe_counts_items_and_reports_the_table() {
     assert_eq!(json["schema_version"], mcs_store::dynamo::SCHEMA_VERSION);
     assert_eq!(json["binary_schema_version"], mcs_store::dynamo::SCHEMA_VERSION);
     assert_eq!(json["status"], "ACTIVE");
-    assert_eq!(json["changes_index"], "ACTIVE");
+    assert_eq!(
+        json["indexes"],
+        json!({"changes": "ACTIVE", "lease_ends": "ACTIVE", "change_stamps": "ACTIVE"})
+    );
     assert_eq!(json["ttl_status"], "ENABLED");
     assert_eq!(json["ttl_attribute"], "ttl");
     assert_eq!(json["stream_enabled"], true);
@@ -48,7 +51,7 @@ async fn describe_counts_items_and_reports_the_table() {
         format!("schema version    {0} (this binary: {0})", mcs_store::dynamo::SCHEMA_VERSION);
     for line in [
         schema.as_str(),
-        "changes index     ACTIVE",
+        "indexes           change_stamps ACTIVE, changes ACTIVE, lease_ends ACTIVE",
         "ttl               ENABLED on ttl",
         "stream            NEW_AND_OLD_IMAGES",
         "replicas          none (not a global table)",
@@ -58,5 +61,5 @@ async fn describe_counts_items_and_reports_the_table() {
         assert!(table.lines().any(|l| l == line), "{line:?} in\n{table}");
     }
     let yaml = t.admin(&["describe", "-o", "yaml"]).expect(0).stdout;
-    assert!(yaml.contains("changes_index: ACTIVE"), "{yaml}");
+    assert!(yaml.contains("indexes:\n  change_stamps: ACTIVE\n"), "{yaml}");
 }

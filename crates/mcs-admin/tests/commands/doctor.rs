@@ -6,6 +6,22 @@ use crate::support::{
 use mcs_core::{Body, Key, Record, Version};
 use std::time::Duration;
 
+/// Doctor's checks of a table at this binary's version, in order.
+const CHECKS: [&str; 12] = [
+    "schema",
+    "ttl",
+    "stream",
+    "changes index",
+    "lease_ends index",
+    "change_stamps index",
+    "unreadable items",
+    "orphaned exports",
+    "conflicts",
+    "clock skew",
+    "ttl backlog",
+    "foreign garbage",
+];
+
 #[tokio::test]
 async fn a_healthy_table_exits_0() {
     let Some(t) = Fixture::new("doctor-ok").await else { return };
@@ -22,32 +38,47 @@ async fn a_healthy_table_exits_0() {
     assert_eq!(json["healthy"], true);
     let names: Vec<&str> =
         json["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        vec![
-            "schema",
-            "ttl",
-            "stream",
-            "changes index",
-            "unreadable items",
-            "orphaned exports",
-            "conflicts",
-            "clock skew",
-            "ttl backlog",
-            "foreign garbage"
-        ]
-    );
+    assert_eq!(names, CHECKS);
+}
+
+/// Drops the index `name` of the table of `t`, as an operator might.
+async fn drop_index(t: &Fixture, name: &str) {
+    use aws_sdk_dynamodb::types::{DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate};
+    t.store
+        .client()
+        .update_table()
+        .table_name(&t.table)
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .delete(
+                    DeleteGlobalSecondaryIndexAction::builder().index_name(name).build().unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The problems of a `doctor -o json`, (name, detail) each.
+fn problems_of(json: &serde_json::Value) -> Vec<(String, String)> {
+    json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "problem")
+        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["detail"].as_str().unwrap().to_owned()))
+        .collect()
 }
 
 /// Doctor's advice for a table of the current version that drifted (TTL
-/// off, the `changes` index dropped) is `run mcs-admin migrate`, and
-/// following it mends the table. (moto cannot turn a stream back on once it
-/// was on; the stream's repair is tested in mcs-store's tests/dynamo.rs.)
+/// off, the `changes` and `change_stamps` indexes dropped) is `run
+/// mcs-admin migrate`, and following it mends the table. (moto cannot turn
+/// a stream back on once it was on; the stream's repair is tested in
+/// mcs-store's tests/dynamo.rs.)
 #[tokio::test]
 async fn doctor_advises_migrate_and_migrate_repairs_drift() {
-    use aws_sdk_dynamodb::types::{
-        DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate, TimeToLiveSpecification,
-    };
+    use aws_sdk_dynamodb::types::TimeToLiveSpecification;
     let Some(t) = Fixture::new("doctor-drift").await else { return };
     let client = t.store.client();
     client
@@ -63,34 +94,20 @@ async fn doctor_advises_migrate_and_migrate_repairs_drift() {
         .send()
         .await
         .unwrap();
-    client
-        .update_table()
-        .table_name(&t.table)
-        .global_secondary_index_updates(
-            GlobalSecondaryIndexUpdate::builder()
-                .delete(
-                    DeleteGlobalSecondaryIndexAction::builder()
-                        .index_name("changes")
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    drop_index(&t, "changes").await;
+    drop_index(&t, "change_stamps").await;
     let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
-    let problems: Vec<(String, String)> = json["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == "problem")
-        .map(|c| (c["name"].as_str().unwrap().to_owned(), c["detail"].as_str().unwrap().to_owned()))
-        .collect();
-    assert_eq!(problems.len(), 2, "{problems:?}");
+    let problems = problems_of(&json);
+    let names: Vec<&str> = problems.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["ttl", "changes index", "change_stamps index"], "{problems:?}");
     for (name, detail) in &problems {
         assert!(detail.ends_with("run mcs-admin migrate"), "{name}: {detail}");
     }
+    let described = t.admin(&["describe", "-o", "json"]).expect(0).json();
+    assert_eq!(
+        described["indexes"],
+        serde_json::json!({"changes": "missing", "lease_ends": "ACTIVE", "change_stamps": "missing"})
+    );
 
     let run = t.admin(&["migrate"]).expect(0);
     assert_eq!(
@@ -98,7 +115,8 @@ async fn doctor_advises_migrate_and_migrate_repairs_drift() {
         format!(
             "table {} is at schema version {}: repaired what had drifted from it\n  \
              repaired: creating index changes (DynamoDB backfills it; doctor reports it ACTIVE \
-             when done)\n  repaired: enabled ttl on ttl\n",
+             when done)\n  repaired: creating index change_stamps (DynamoDB backfills it; doctor \
+             reports it ACTIVE when done)\n  repaired: enabled ttl on ttl\n",
             t.table,
             mcs_store::dynamo::SCHEMA_VERSION
         )
@@ -107,6 +125,43 @@ async fn doctor_advises_migrate_and_migrate_repairs_drift() {
     let again = t.admin(&["migrate", "-o", "json"]).expect(0).json();
     assert_eq!(again["up_to_date"], true);
     assert_eq!(again["repaired"], serde_json::json!([]));
+}
+
+/// A table mid-rollout at 2 needs `changes` and `lease_ends`, not yet
+/// `change_stamps` (migration 0004 declares it); one without `lease_ends`
+/// is named, and `migrate --to 2` creates it again.
+#[tokio::test]
+async fn a_table_at_2_needs_the_indexes_declared_up_to_2() {
+    let Some(t) = Fixture::unmigrated("doctor-at-2").await else { return };
+    t.admin(&["migrate", "--create", "--to", "2"]).expect(0);
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    let names: Vec<&str> =
+        json["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names[3..5], ["changes index", "lease_ends index"]);
+    assert!(!names.contains(&"change_stamps index"), "{names:?}");
+    let problems = problems_of(&json);
+    assert_eq!(problems.len(), 1, "only the schema, in compatibility mode: {problems:?}");
+    assert_eq!(problems[0].0, "schema");
+    let described = t.admin(&["describe"]).expect(0).stdout;
+    assert!(
+        described.lines().any(|l| l == "indexes           changes ACTIVE, lease_ends ACTIVE"),
+        "{described}"
+    );
+
+    drop_index(&t, "lease_ends").await;
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    assert_eq!(
+        problems_of(&json)[1..],
+        [("lease_ends index".to_owned(), "missing: run mcs-admin migrate".to_owned())]
+    );
+    let described = t.admin(&["describe"]).expect(0).stdout;
+    assert!(
+        described.lines().any(|l| l == "indexes           changes ACTIVE, lease_ends missing"),
+        "{described}"
+    );
+    t.admin(&["migrate", "--to", "2"]).expect(0);
+    let json = t.admin(&["doctor", "-o", "json"]).expect(1).json();
+    assert_eq!(problems_of(&json).len(), 1, "{json}");
 }
 
 #[tokio::test]
@@ -122,8 +177,9 @@ async fn an_export_without_a_live_cluster_is_named() {
     .await;
     let run = t.admin(&["doctor"]).expect(1);
     assert!(
-        run.stdout
-            .contains("orphaned exports  problem  2 exports whose cluster holds no live lease: "),
+        run.stdout.contains(
+            "orphaned exports     problem  2 exports whose cluster holds no live lease: "
+        ),
         "{}",
         run.stdout
     );
@@ -234,7 +290,7 @@ async fn conflicts_skew_and_ttl_backlog_are_named() {
         )),
         "{named}"
     );
-    for ok in ["schema", "ttl", "stream", "changes index", "unreadable items", "orphaned exports"] {
+    for ok in &CHECKS[..8] {
         assert_eq!(check(ok)["status"], "ok", "{ok}");
     }
 }

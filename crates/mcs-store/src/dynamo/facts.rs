@@ -1,19 +1,21 @@
 //! What DynamoDB says of the table (DescribeTable, DescribeTimeToLive): its
-//! status, the `changes` index, TTL, the stream and the replicas of a global
-//! table, as plain values for tools (mcs-admin `describe` and `doctor`).
+//! status, its indexes, TTL, the stream and the replicas of a global table,
+//! as plain values for tools (mcs-admin `describe` and `doctor`).
 
 use super::DynamoStore;
 use super::errors;
-use super::item::CHANGES_INDEX;
+use super::migrate::{INDEX_MISSING, index_state};
 use crate::StoreError;
+use std::collections::BTreeMap;
 
 /// What DynamoDB says of the table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TableFacts {
     /// Table status, e.g. `ACTIVE`.
     pub status: String,
-    /// Status of the `changes` index; `None` when it is missing.
-    pub changes_index: Option<String>,
+    /// Every global secondary index of the table, by name, with its state:
+    /// `ACTIVE`, `CREATING (backfilling)`, … (only `ACTIVE` may be queried).
+    pub indexes: BTreeMap<String, String>,
     /// TTL status, e.g. `ENABLED`.
     pub ttl_status: String,
     /// The TTL attribute, if any.
@@ -35,6 +37,14 @@ pub struct Replica {
     pub region: String,
     /// Its status, e.g. `ACTIVE`.
     pub status: String,
+}
+
+impl TableFacts {
+    /// The state of the index `name`: as [`TableFacts::indexes`] tells it,
+    /// or `missing`.
+    pub fn index_state(&self, name: &str) -> &str {
+        self.indexes.get(name).map_or(INDEX_MISSING, String::as_str)
+    }
 }
 
 impl DynamoStore {
@@ -59,11 +69,11 @@ impl DynamoStore {
         let mut facts = TableFacts::default();
         if let Some(t) = described.table() {
             facts.status = t.table_status().map(|s| s.as_str().to_owned()).unwrap_or_default();
-            facts.changes_index = t
+            facts.indexes = t
                 .global_secondary_indexes()
                 .iter()
-                .find(|g| g.index_name() == Some(CHANGES_INDEX))
-                .map(|g| g.index_status().map(|s| s.as_str().to_owned()).unwrap_or_default());
+                .map(|g| (g.index_name().unwrap_or_default().to_owned(), index_state(g)))
+                .collect();
             if let Some(stream) = t.stream_specification() {
                 facts.stream_enabled = stream.stream_enabled();
                 facts.stream_view_type = stream.stream_view_type().map(|v| v.as_str().to_owned());

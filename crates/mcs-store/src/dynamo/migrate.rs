@@ -25,9 +25,10 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, CreateGlobalSecondaryIndexAction,
-    GlobalSecondaryIndex, GlobalSecondaryIndexUpdate, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TableDescription,
-    TimeToLiveSpecification, TimeToLiveStatus,
+    GlobalSecondaryIndex, GlobalSecondaryIndexDescription, GlobalSecondaryIndexUpdate,
+    KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType,
+    StreamSpecification, StreamViewType, TableDescription, TimeToLiveSpecification,
+    TimeToLiveStatus,
 };
 use serde::Deserialize;
 use std::fmt;
@@ -337,27 +338,46 @@ async fn indexes_ready(
 
 /// Which of the indexes `names` `table` does not have ACTIVE (and done
 /// backfilling), each with its state: `missing`, `CREATING`,
-/// `CREATING (backfilling)`, ….
+/// `CREATING (backfilling)`, … ([`index_state`]).
 pub(crate) fn pending_indexes(table: &TableDescription, names: &[&str]) -> Vec<(String, String)> {
     names
         .iter()
         .filter_map(|name| {
             let found =
                 table.global_secondary_indexes().iter().find(|g| g.index_name() == Some(name));
-            let state = match found {
-                None => "missing".to_owned(),
-                Some(g) => {
-                    let status = g.index_status().map_or("of unknown status", |s| s.as_str());
-                    match (status, g.backfilling()) {
-                        ("ACTIVE", None | Some(false)) => return None,
-                        (status, Some(true)) => format!("{status} (backfilling)"),
-                        (status, _) => status.to_owned(),
-                    }
-                }
-            };
-            Some(((*name).to_owned(), state))
+            let state = found.map_or_else(|| INDEX_MISSING.to_owned(), index_state);
+            (state != INDEX_ACTIVE).then(|| ((*name).to_owned(), state))
         })
         .collect()
+}
+
+/// The state of an index that is ready: ACTIVE and done backfilling.
+pub const INDEX_ACTIVE: &str = "ACTIVE";
+
+/// The state of an index the table does not have.
+pub const INDEX_MISSING: &str = "missing";
+
+/// The state of `index` as DescribeTable tells it: its status (`ACTIVE`,
+/// `CREATING`, …), followed by ` (backfilling)` while DynamoDB backfills
+/// it. Only [`INDEX_ACTIVE`] may be queried.
+pub(crate) fn index_state(index: &GlobalSecondaryIndexDescription) -> String {
+    let status = index.index_status().map_or("of unknown status", |s| s.as_str());
+    if index.backfilling() == Some(true) {
+        format!("{status} (backfilling)")
+    } else {
+        status.to_owned()
+    }
+}
+
+/// The global secondary indexes that the migrations up to `version`
+/// declare, in the order they declare them: those a table at `version`
+/// has, and its registries may query (docs/design.md §3). A `version`
+/// beyond this binary's gives every index it knows; 0 none.
+pub fn indexes_declared_up_to(version: u32) -> Result<Vec<String>, StoreError> {
+    let all = migrations()?;
+    let up_to = all.len().min(usize::try_from(version).unwrap_or(usize::MAX));
+    let declared = Declared::of(&all[..up_to]);
+    Ok(declared.indexes.iter().map(|g| g.index_name().to_owned()).collect())
 }
 
 /// The lowest version whose binaries may use a table at `version` of

@@ -8,7 +8,9 @@ const NOW: u64 = 1_764_662_400_000;
 fn healthy_facts() -> TableFacts {
     TableFacts {
         status: "ACTIVE".into(),
-        changes_index: Some("ACTIVE".into()),
+        indexes: ["changes", "lease_ends", "change_stamps"]
+            .map(|name| (name.to_owned(), "ACTIVE".to_owned()))
+            .into(),
         ttl_status: "ENABLED".into(),
         ttl_attribute: Some("ttl".into()),
         stream_enabled: true,
@@ -31,6 +33,7 @@ fn diagnose(records: Vec<(Record, Item)>, facts: &TableFacts, schema: Option<u32
     checks(&Findings {
         schema_version: schema,
         facts,
+        needed_indexes: &needed_indexes(schema).unwrap(),
         scan: &scan,
         view: &view,
         skew_ms: 1_000,
@@ -41,8 +44,12 @@ fn diagnose(records: Vec<(Record, Item)>, facts: &TableFacts, schema: Option<u32
     })
 }
 
-fn problems(checks: &[Check]) -> Vec<&'static str> {
-    checks.iter().filter(|c| c.status == Status::Problem).map(|c| c.name).collect()
+fn problems(checks: &[Check]) -> Vec<&str> {
+    checks.iter().filter(|c| c.status == Status::Problem).map(|c| c.name.as_str()).collect()
+}
+
+fn check<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+    checks.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no {name} in {checks:#?}"))
 }
 
 fn at(mut record: Record, changed_at_ms: u64) -> Record {
@@ -65,7 +72,9 @@ fn a_healthy_table_has_no_problem() {
     ];
     let checks = diagnose(records, &healthy_facts(), Some(SCHEMA_VERSION));
     assert_eq!(problems(&checks), Vec::<&str>::new(), "{checks:#?}");
-    assert_eq!(checks.len(), 10);
+    assert_eq!(checks.len(), 12);
+    let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names[3..6], ["changes index", "lease_ends index", "change_stamps index"]);
 }
 
 #[test]
@@ -73,12 +82,68 @@ fn table_settings_are_checked() {
     let mut facts = healthy_facts();
     facts.ttl_status = "DISABLED".into();
     facts.stream_view_type = Some("KEYS_ONLY".into());
-    facts.changes_index = Some("CREATING".into());
+    facts.indexes.insert("changes".into(), "CREATING".into());
     let checks = diagnose(vec![], &facts, Some(SCHEMA_VERSION + 1));
     assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
     assert!(checks[0].detail.contains("newer"), "{:?}", checks[0]);
+    assert!(
+        check(&checks, "changes index").detail.starts_with("CREATING: registries at this schema"),
+        "{checks:#?}"
+    );
+    // No version recorded: it needs what migrate gives it.
     let checks = diagnose(vec![], &TableFacts::default(), None);
-    assert_eq!(problems(&checks), vec!["schema", "ttl", "stream", "changes index"]);
+    assert_eq!(
+        problems(&checks),
+        vec!["schema", "ttl", "stream", "changes index", "lease_ends index", "change_stamps index"]
+    );
+    for name in ["changes index", "lease_ends index", "change_stamps index"] {
+        assert_eq!(check(&checks, name).detail, "missing: run mcs-admin migrate");
+    }
+}
+
+#[test]
+fn a_table_at_3_without_lease_ends_is_told_to_migrate() {
+    let mut facts = healthy_facts();
+    facts.indexes.remove("lease_ends");
+    facts.indexes.remove("change_stamps");
+    let checks = diagnose(vec![], &facts, Some(3));
+    assert_eq!(problems(&checks), vec!["schema", "lease_ends index"], "{checks:#?}");
+    assert_eq!(check(&checks, "lease_ends index").detail, "missing: run mcs-admin migrate");
+    assert!(
+        !checks.iter().any(|c| c.name == "change_stamps index"),
+        "a table at 3 does not need change_stamps: {checks:#?}"
+    );
+}
+
+#[test]
+fn a_table_at_5_waits_for_change_stamps_to_backfill() {
+    let mut facts = healthy_facts();
+    facts.indexes.insert("change_stamps".into(), "CREATING (backfilling)".into());
+    let checks = diagnose(vec![], &facts, Some(5));
+    assert_eq!(problems(&checks), vec!["change_stamps index"], "{checks:#?}");
+    let detail = &check(&checks, "change_stamps index").detail;
+    assert!(detail.starts_with("CREATING (backfilling): "), "{detail}");
+    assert!(detail.contains("wait for the backfill"), "{detail}");
+    facts.indexes.insert("change_stamps".into(), "DELETING".into());
+    let checks = diagnose(vec![], &facts, Some(5));
+    let detail = &check(&checks, "change_stamps index").detail;
+    assert!(detail.ends_with("run mcs-admin migrate once it is deleted (it creates it again)"));
+}
+
+#[test]
+fn a_table_at_2_needs_lease_ends_but_not_change_stamps() {
+    let mut facts = healthy_facts();
+    facts.indexes.remove("change_stamps");
+    let checks = diagnose(vec![], &facts, Some(2));
+    assert_eq!(problems(&checks), vec!["schema"], "{checks:#?}");
+    assert_eq!(check(&checks, "lease_ends index").status, Status::Ok);
+    assert!(!checks.iter().any(|c| c.name == "change_stamps index"), "{checks:#?}");
+    // A change_stamps index a migrate to 4 is building is no problem yet.
+    facts.indexes.insert("change_stamps".into(), "CREATING (backfilling)".into());
+    assert_eq!(problems(&diagnose(vec![], &facts, Some(3))), vec!["schema"]);
+    facts.indexes.insert("lease_ends".into(), "CREATING".into());
+    let checks = diagnose(vec![], &facts, Some(2));
+    assert_eq!(problems(&checks), vec!["schema", "lease_ends index"], "{checks:#?}");
 }
 
 #[test]
@@ -116,7 +181,7 @@ fn records_are_checked_and_named() {
         problems(&checks),
         vec!["orphaned exports", "conflicts", "clock skew", "ttl backlog"]
     );
-    let named = |name: &str| checks.iter().find(|c| c.name == name).unwrap().items.clone();
+    let named = |name: &str| check(&checks, name).items.clone();
     assert_eq!(
         named("orphaned exports"),
         vec!["export/c9/llm/api: no cluster record; mcs-admin gc collects it in 2d"]

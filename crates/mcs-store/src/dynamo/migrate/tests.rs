@@ -128,6 +128,38 @@ fn only_active_indexes_done_backfilling_are_ready() {
     );
 }
 
+#[test]
+fn a_table_needs_the_indexes_its_migrations_declared() {
+    let up_to = |v| indexes_declared_up_to(v).unwrap();
+    assert_eq!(up_to(0), Vec::<String>::new());
+    assert_eq!(up_to(1), [item::CHANGES_INDEX]);
+    assert_eq!(up_to(2), [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX]);
+    assert_eq!(up_to(3), up_to(2), "0003 declares no index");
+    let all = [item::CHANGES_INDEX, item::LEASE_ENDS_INDEX, item::CHANGE_STAMPS_INDEX];
+    assert_eq!(up_to(4), all);
+    assert_eq!(up_to(SCHEMA_VERSION), all);
+    assert_eq!(up_to(SCHEMA_VERSION + 1), all, "a newer table: every index this binary knows");
+}
+
+#[test]
+fn an_index_state_says_its_status_and_whether_it_backfills() {
+    use aws_sdk_dynamodb::types::IndexStatus;
+    let index = |status: Option<IndexStatus>, backfilling: Option<bool>| {
+        index_state(
+            &GlobalSecondaryIndexDescription::builder()
+                .index_name("x")
+                .set_index_status(status)
+                .set_backfilling(backfilling)
+                .build(),
+        )
+    };
+    assert_eq!(index(Some(IndexStatus::Active), None), INDEX_ACTIVE);
+    assert_eq!(index(Some(IndexStatus::Active), Some(false)), INDEX_ACTIVE);
+    assert_eq!(index(Some(IndexStatus::Creating), Some(true)), "CREATING (backfilling)");
+    assert_eq!(index(Some(IndexStatus::Deleting), None), "DELETING");
+    assert_eq!(index(None, None), "of unknown status");
+}
+
 /// The embedded migrations, then synthetic ones: `(additive, ttl on?)`
 /// each, an UpdateTimeToLive step on `ttl`.
 fn with_synthetic(extra: &[bool]) -> Vec<Migration> {
