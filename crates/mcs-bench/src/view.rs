@@ -13,7 +13,7 @@ use crate::report::{self, Stats, Table, f, ratio, verdict};
 use clap::Parser;
 use mcs_api::{Pool, PoolId};
 use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, port};
-use mcs_core::{Body, Record, Section, SectionKind, Version, View};
+use mcs_core::{Body, ChangeStamp, Record, Section, SectionKind, Version, View};
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -222,6 +222,43 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let polls = confirm.len() - STEADY;
     let per_poll = raised as f64 / (confirm.len() - 8) as f64;
     anyhow::ensure!(raised >= n, "every lease raised at least once: {raised} raises");
+
+    // 1% of the pools changed per poll, each poll's change stamps spanning
+    // the lookback plus a refresh, as a registry at schema 5 reads them
+    // (docs/design.md §6, "Reaching back for late changes"): the writes of
+    // the earlier polls were offered to the view, the last refresh's not.
+    let churn = (n / 100).max(1);
+    let span = ((lookback + refresh) / refresh) as usize;
+    let mut window: std::collections::VecDeque<Vec<Record>> = std::collections::VecDeque::new();
+    let mut unseen = 0;
+    let start_of = |poll: u64| NOW + 100 * refresh + poll * refresh;
+    let reach: Vec<f64> = (0..60u64)
+        .map(|poll| {
+            let polled_at = start_of(poll);
+            let fresh: Vec<Record> = (0..churn)
+                .map(|j| {
+                    let i = (poll as usize * churn + j) % n;
+                    let at = polled_at - refresh + (j as u64 * refresh / churn as u64);
+                    pool_record(i, 5, Version::new(poll + 2, "w"), at, at + 30_000)
+                })
+                .collect();
+            window.push_back(fresh);
+            if window.len() > span {
+                window.pop_front();
+            }
+            let stamps: Vec<ChangeStamp> = window.iter().flatten().map(ChangeStamp::of).collect();
+            let (watermark, reached) = (polled_at - refresh, polled_at - refresh - lookback);
+            let started = Instant::now();
+            let start = renewing.delta_start(&stamps, reached, watermark);
+            let took = report::us(started.elapsed());
+            unseen += start.unseen;
+            for record in window.back().into_iter().flatten() {
+                renewing.apply(record.clone(), polled_at);
+            }
+            took
+        })
+        .collect();
+    anyhow::ensure!(unseen == 60 * churn, "each poll saw its own churn unseen: {unseen}");
     drop(renewing);
 
     let stats = |s: &[f64]| {
@@ -249,6 +286,14 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
                  per poll ({polls} polls)"
             ),
             stats(&confirm[STEADY..]),
+        ),
+        (
+            format!(
+                "delta_start, {n} pools: {} change stamps of the window, {churn} unseen \
+                 (1% changed per poll)",
+                churn * span
+            ),
+            stats(&reach[span..]),
         ),
     ];
     let mut table =

@@ -637,12 +637,14 @@ impl View {
         &'a self,
         stamps: &'a [ChangeStamp],
     ) -> impl Iterator<Item = &'a ChangeStamp> + 'a {
+        // Offered first: most stamps of a lookback are, and the check
+        // against the held record hashes its version.
         stamps.iter().filter(|stamp| {
-            let held = self.records.get(&stamp.key).is_some_and(|held| {
-                held.changed_at_ms == stamp.changed_at_ms
-                    && ChangeStamp::version_hash(&held.version) == stamp.version_hash
-            });
-            !held && !self.offered.contains(*stamp)
+            !self.offered.contains(*stamp)
+                && !self.records.get(&stamp.key).is_some_and(|held| {
+                    held.changed_at_ms == stamp.changed_at_ms
+                        && ChangeStamp::version_hash(&held.version) == stamp.version_hash
+                })
         })
     }
 
