@@ -6,7 +6,7 @@
 //! | schema | the META version is not this binary's |
 //! | ttl | TTL is not enabled on `ttl` |
 //! | stream | the stream is off or not `NEW_AND_OLD_IMAGES` (global tables need both images) |
-//! | `NAME` index | one per index the table's schema version needs (those its migrations declared: `changes`; `lease_ends` from 2; `change_stamps` from 4): it is missing (`migrate --to` the table's version creates it) or not `ACTIVE` |
+//! | `NAME` index | one per index the table's schema version needs (those its migrations declared: `changes`; `lease_ends` from 2; `change_stamps` from 4): it is missing or not `ACTIVE` |
 //! | unreadable items | an item cannot be decoded by this binary |
 //! | orphaned exports | an export's cluster's lease ended without a withdrawal, or the export is past the retention by more than `--ttl-grace-secs` and gc has not collected it |
 //! | conflicts | a served export reports `Conflict=True` |
@@ -136,7 +136,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &DoctorArgs) -> anyhow::Resul
 /// Every check, in a fixed order.
 pub(crate) fn checks(f: &Findings<'_>) -> Vec<Check> {
     let mut checks = vec![schema(f.schema_version), ttl(f.facts), stream(f.facts)];
-    checks.extend(f.needed_indexes.iter().map(|name| index(f.facts, name, f.schema_version)));
+    checks.extend(f.needed_indexes.iter().map(|name| index(f.facts, name)));
     checks.extend([
         unreadable(f.scan),
         orphans(f),
@@ -220,23 +220,11 @@ fn stream(facts: &TableFacts) -> Check {
 
 /// The check of the index `name`, which the table's schema version needs:
 /// its registries query it.
-fn index(facts: &TableFacts, name: &str, schema_version: Option<u32>) -> Check {
+fn index(facts: &TableFacts, name: &str) -> Check {
     let check = format!("{name} index");
     match facts.index_state(name) {
         INDEX_ACTIVE => Check::ok(check, INDEX_ACTIVE),
-        // Below this binary's version, a plain migrate would first apply
-        // the next migration, which refuses while an index it needs is
-        // missing; stopping at the table's own version only repairs.
-        INDEX_MISSING => Check::problem(
-            check,
-            match schema_version {
-                Some(v) if v < SCHEMA_VERSION => format!(
-                    "{INDEX_MISSING}: run mcs-admin migrate --to {v} (it creates it again; a \
-                     migrate further needs it ACTIVE)"
-                ),
-                _ => format!("{INDEX_MISSING}: run mcs-admin migrate"),
-            },
-        ),
+        INDEX_MISSING => Check::problem(check, format!("{INDEX_MISSING}: run mcs-admin migrate")),
         state => {
             let advice = if state.starts_with("CREATING") || state.ends_with("(backfilling)") {
                 "wait for the backfill (doctor reports it ACTIVE when done)"
