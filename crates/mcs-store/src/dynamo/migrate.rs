@@ -261,6 +261,14 @@ async fn run(
         return Err(StoreError::SchemaTooNew { found: current, known });
     }
     let wanted = &migrations[..to as usize];
+    // What the versions already applied declare and drifted away (an index
+    // dropped by hand) is put back first: the next migration may need it
+    // ACTIVE (`indexes_ready`), and would otherwise refuse for good.
+    let mut repaired = if existed && current > 0 && wanted.iter().any(|m| m.version > current) {
+        repair(client, target, &Declared::of(&migrations[..current as usize])).await?
+    } else {
+        Vec::new()
+    };
     let mut applied = Vec::new();
     for migration in wanted.iter().filter(|m| m.version > current) {
         let mut actions = Vec::new();
@@ -281,7 +289,7 @@ async fn run(
             actions,
         });
     }
-    let repaired = repair(client, target, &Declared::of(wanted)).await?;
+    repaired.extend(repair(client, target, &Declared::of(wanted)).await?);
     if !repaired.is_empty() {
         info!(table = target.table, repaired = ?repaired, "repaired drift from the schema");
     }
@@ -325,15 +333,21 @@ async fn indexes_ready(
             return Ok(());
         };
         if !fresh || started.elapsed() >= TABLE_ACTIVE_TIMEOUT {
-            return Err(StoreError::Schema(format!(
-                "{target}: index {name} is {state}, and a table at schema version {version} needs \
-                 it ACTIVE (its readers query it); version {} is recorded: run mcs-admin migrate \
-                 again once DescribeTable shows {name} ACTIVE",
-                version - 1
-            )));
+            return Err(index_not_ready(target, name, state, version));
         }
         tokio::time::sleep(INDEX_POLL).await;
     }
+}
+
+/// The refusal to record `version` while the index `name` it needs is in
+/// `state`, not ACTIVE.
+fn index_not_ready(target: &Target, name: &str, state: &str, version: u32) -> StoreError {
+    StoreError::Schema(format!(
+        "{target}: index {name} is {state}, and a table at schema version {version} needs it \
+         ACTIVE (its readers query it); version {} is recorded: run mcs-admin migrate again once \
+         DescribeTable shows {name} ACTIVE",
+        version - 1
+    ))
 }
 
 /// Which of the indexes `names` `table` does not have ACTIVE (and done
