@@ -260,9 +260,9 @@ pub async fn wait_for_table(
                     target_table = %table.target(),
                     schema_version = version,
                     binary_schema_version = mcs_store::dynamo::SCHEMA_VERSION,
-                    "table is behind this binary: serving it in compatibility mode (renewals \
-                     move changed_at_ms as before); once every registry runs this release, run \
-                     mcs-admin migrate"
+                    compatibility = mcs_store::dynamo::compatibility_mode(version),
+                    "table is behind this binary: serving it in compatibility mode; once every \
+                     registry runs this release, run mcs-admin migrate"
                 );
                 return Ok(true);
             }

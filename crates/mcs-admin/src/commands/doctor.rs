@@ -34,8 +34,8 @@ use mcs_core::lease::MAX_LEASE_SECS;
 use mcs_core::{Body, Key, Record, View};
 use mcs_store::dynamo::raw::TTL;
 use mcs_store::dynamo::{
-    INDEX_ACTIVE, INDEX_MISSING, OLDEST_TABLE_VERSION, RENEWALS_KEEP_CHANGED_AT_FROM,
-    SCHEMA_VERSION, TableFacts,
+    INDEX_ACTIVE, INDEX_MISSING, OLDEST_TABLE_VERSION, SCHEMA_VERSION, TableFacts,
+    compatibility_mode,
 };
 use serde::Serialize;
 
@@ -159,11 +159,7 @@ fn schema(version: Option<u32>) -> Check {
             ),
         ),
         Some(v) if v >= OLDEST_TABLE_VERSION => {
-            let compat = if v < RENEWALS_KEEP_CHANGED_AT_FROM {
-                "renewals still move changed_at_ms, delta polls read their whole lookback again"
-            } else {
-                "delta polls read their whole lookback again, not its change stamps"
-            };
+            let compat = compatibility_mode(v);
             Check::problem(
                 NAME,
                 format!(

@@ -58,6 +58,17 @@ pub const RENEWALS_KEEP_CHANGED_AT_FROM: u32 = 3;
 /// ([`Store::reads_change_stamps`](crate::Store::reads_change_stamps)).
 pub const READS_CHANGE_STAMPS_FROM: u32 = 5;
 
+/// What a binary of this release does differently on a table at `version`,
+/// behind its own ([`OLDEST_TABLE_VERSION`] or later): the words of the
+/// registry's start-up warning and of `mcs-admin doctor`.
+pub fn compatibility_mode(version: u32) -> &'static str {
+    if version < RENEWALS_KEEP_CHANGED_AT_FROM {
+        "renewals still move changed_at_ms, delta polls read their whole lookback again"
+    } else {
+        "delta polls read their whole lookback again, not its change stamps"
+    }
+}
+
 /// The migration files, in order.
 const FILES: &[(&str, &str)] = &[
     ("0001_create_table.json", include_str!("../../../../migrations/0001_create_table.json")),

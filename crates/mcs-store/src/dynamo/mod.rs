@@ -31,7 +31,7 @@ pub use item::{PAYLOAD_VERSION, SHARDS};
 pub use migrate::{
     AppliedMigration, INDEX_ACTIVE, INDEX_MISSING, MigrationReport, OLDEST_TABLE_VERSION,
     READS_CHANGE_STAMPS_FROM, RENEWALS_KEEP_CHANGED_AT_FROM, Runs, SCHEMA_VERSION, SchemaStamp,
-    check_schema, indexes_declared_up_to, migrate,
+    check_schema, compatibility_mode, indexes_declared_up_to, migrate,
 };
 pub(crate) use size::check_record_size;
 pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
