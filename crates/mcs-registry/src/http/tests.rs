@@ -150,6 +150,7 @@ fn fingerprint(reply: &Reply) -> String {
 
 mod discovery;
 mod expiry;
+mod faulty;
 mod hardening;
 mod limits;
 mod openapi_contract;

@@ -1,12 +1,11 @@
 //! Regression tests of the defects of the hardening review (issue 7):
 //! each failed before its fix.
 
+use super::faulty::Faulty;
 use super::*;
 use crate::clock::Clock;
-use async_trait::async_trait;
-use mcs_core::{Key, Record};
-use mcs_store::{PutOutcome, StoreError};
-use std::sync::atomic::{AtomicBool, Ordering};
+use mcs_core::Record;
+use std::sync::atomic::Ordering;
 
 fn pool_id_of(reply: &Reply) -> String {
     reply.body["pool_id"].as_str().unwrap().to_owned()
@@ -122,33 +121,6 @@ async fn a_withdrawal_holds_against_a_late_heartbeat_through_another_process() {
     assert_eq!(blind.status, StatusCode::CONFLICT, "{}", blind.body);
 }
 
-/// A store whose full reads can be switched to fail while every other call
-/// works: a throttled scan of a large table.
-#[derive(Debug, Default)]
-struct ScanFails {
-    inner: MemoryStore,
-    failing: AtomicBool,
-}
-
-#[async_trait]
-impl Store for ScanFails {
-    async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
-        self.inner.put(record, now_ms).await
-    }
-    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn read_all(&self) -> Result<Vec<Record>, StoreError> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("scan throttled".into()));
-        }
-        self.inner.read_all().await
-    }
-    async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
-        self.inner.read_changed_since(since_ms).await
-    }
-}
-
 /// Defect 9: after a failed periodic full read every poll became a full
 /// read, so a throttled scan froze the view although delta queries worked.
 #[tokio::test]
@@ -165,11 +137,11 @@ async fn a_failed_full_read_backs_off_while_delta_polls_go_on() {
     .unwrap();
     let settings = Settings::from_args(&args).unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(ScanFails::default());
+    let store = Arc::new(Faulty::default());
     let mut registry = Registry::new(store.clone(), clock.clone(), &settings);
     registry.reader.poll_once().await;
     assert!(registry.state.view.is_ready());
-    store.failing.store(true, Ordering::SeqCst);
+    store.scans_fail.store(true, Ordering::SeqCst);
     // The periodic full read is due (by either clock), and refused.
     clock.advance(1_000);
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;

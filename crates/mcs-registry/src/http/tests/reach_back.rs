@@ -3,59 +3,11 @@
 //! earliest write there the view has not seen, and none when it has seen
 //! them all.
 
+use super::faulty::Faulty;
 use super::*;
 use crate::clock::Clock;
-use async_trait::async_trait;
-use mcs_core::{ChangeStamp, Key, Record};
-use mcs_store::{PutOutcome, StoreError};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A memory store that records where each read of changes starts, and
-/// whose reads of change stamps can be switched to fail.
-#[derive(Debug, Default)]
-struct Recording {
-    inner: MemoryStore,
-    since: Mutex<Vec<u64>>,
-    stamps_fail: AtomicBool,
-}
-
-impl Recording {
-    fn last_since(&self) -> Option<u64> {
-        self.since.lock().unwrap().last().copied()
-    }
-
-    fn reads(&self) -> usize {
-        self.since.lock().unwrap().len()
-    }
-}
-
-#[async_trait]
-impl Store for Recording {
-    async fn put(&self, record: &Record, now_ms: u64) -> Result<PutOutcome, StoreError> {
-        self.inner.put(record, now_ms).await
-    }
-    async fn get(&self, key: &Key) -> Result<Option<Record>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn read_all(&self) -> Result<Vec<Record>, StoreError> {
-        self.inner.read_all().await
-    }
-    async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
-        self.since.lock().unwrap().push(since_ms);
-        self.inner.read_changed_since(since_ms).await
-    }
-    async fn read_change_stamps(
-        &self,
-        from_ms: u64,
-        to_ms: u64,
-    ) -> Result<Vec<ChangeStamp>, StoreError> {
-        if self.stamps_fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("change_stamps throttled".into()));
-        }
-        self.inner.read_change_stamps(from_ms, to_ms).await
-    }
-}
+use mcs_core::Record;
+use std::sync::atomic::Ordering;
 
 const LOOKBACK: u64 = 10_000;
 
@@ -73,7 +25,7 @@ async fn a_poll_reads_changes_only_from_the_earliest_write_it_has_not_seen() {
     .unwrap();
     let settings = Settings::from_args(&args).unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(Recording::default());
+    let store = Arc::new(Faulty::default());
     let mut registry = Registry::new(store.clone(), clock.clone(), &settings);
     let served = |registry: &Registry| registry.state.view.read().pools().len();
     registry.reader.poll_once().await; // the first full read, at T0
