@@ -20,8 +20,6 @@
 //! one left long past its `ttl` is a `ttl backlog` problem already.
 
 use super::checked_retention;
-#[cfg(test)]
-use super::describe::needed_indexes;
 use super::describe::{Inspected, inspect};
 use super::gc::past_retention;
 use crate::Exit;

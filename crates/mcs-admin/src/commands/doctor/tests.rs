@@ -1,4 +1,5 @@
 use super::*;
+use crate::commands::describe::needed_indexes;
 use crate::scan::view_of;
 use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, port};
 use mcs_store::dynamo::raw::{AttributeValue, Item};
