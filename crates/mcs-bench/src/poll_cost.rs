@@ -33,6 +33,7 @@ use anyhow::{Context, bail, ensure};
 use aws_sdk_dynamodb::Client;
 use clap::Parser;
 use mcs_core::{Record, Version, View};
+use mcs_store::metrics::READ_OPS;
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
 use mcs_testkit::dynamo::{self, unique_name};
 use mcs_testkit::metrics::MemoryRecorder;
@@ -78,9 +79,6 @@ impl Default for Options {
 
 const WRITER: &str = "bench-writer";
 const HOUR_MS: u64 = 3_600_000;
-
-/// The read operations the store counts.
-const READ_OPS: [&str; 4] = ["scan", "query_changes", "query_lease_ends", "query_change_stamps"];
 
 /// What one read cost.
 #[derive(Debug, Clone, Default)]
