@@ -1,7 +1,8 @@
 //! [`Store`] for [`DynamoStore`]: one conditional PutItem per write,
 //! consistent GetItem, a parallel consistent Scan, and one Query per shard of
-//! the `changes`, `lease_ends` or `change_stamps` index. Items this binary cannot read are skipped by the
-//! multi-item reads (logged and counted), never fatal to them.
+//! the `changes`, `lease_ends` or `change_stamps` index. Items this binary
+//! cannot read are skipped by the multi-item reads (logged and counted),
+//! never fatal to them.
 
 use super::errors::Target;
 use super::item::{
