@@ -202,9 +202,8 @@ fn startup_errors_are_json_lines_under_log_format_json() {
 /// line: no credentials, not an instance-metadata token failure.
 #[test]
 fn missing_credentials_are_named_and_retried_within_the_timeout() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let refused = mcs_testkit::net::RefusedPort::new();
+    let closed = refused.url();
     let out = registry_output(
         &[
             "--storage",

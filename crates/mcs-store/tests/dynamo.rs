@@ -221,9 +221,8 @@ async fn a_missing_table_is_a_schema_error() {
 #[tokio::test]
 async fn an_unreachable_endpoint_is_unavailable() {
     // Needs no server: a port nobody listens on refuses the connection.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let refused = mcs_testkit::net::RefusedPort::new();
+    let closed = refused.url();
     let mut config = quick(DynamoConfig::new("any"));
     config.endpoint = Some(closed);
     config.max_attempts = 2;

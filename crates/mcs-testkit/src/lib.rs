@@ -12,6 +12,7 @@
 //!  fixtures     JSON bodies of pools, routers and exports
 //!  k8s          K8sEnv: a real kube-apiserver per test via scripts/k8s-env (feature `k8s`)
 //!  metrics      an in-memory `metrics` recorder
+//!  net          RefusedPort: a loopback port that refuses connections while held
 //!  multiregion  regional tables, a replicator between them, a registry per region
 //! ```
 //!
@@ -28,6 +29,7 @@ pub mod k8s;
 pub mod metrics;
 pub mod moto;
 pub mod multiregion;
+pub mod net;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod process;

@@ -117,10 +117,8 @@ async fn a_newer_table_is_reported_and_left_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_waits_for_storage_to_answer() {
     let Some(t) = Fixture::unmigrated("late").await else { return };
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    let late = format!("http://{addr}");
+    let port = mcs_testkit::net::RefusedPort::new();
+    let late = port.url();
     let (table, region) = (t.table.clone(), t.region.clone());
     let run = tokio::task::spawn_blocking(move || {
         crate::support::admin(
@@ -141,7 +139,7 @@ async fn migrate_waits_for_storage_to_answer() {
     });
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     // Now "storage starts": the address forwards to moto.
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let listener = port.listen();
     let upstream = t.endpoint.trim_start_matches("http://").to_owned();
     let forwarder = tokio::spawn(async move {
         loop {

@@ -2,15 +2,8 @@
 //! with errors on stderr as `mcs-admin: <message>`. Needs no server.
 
 use crate::support::{admin, admin_in};
+use mcs_testkit::net::RefusedPort;
 use std::time::{Duration, Instant};
-
-/// An address where nothing listens: connections are refused.
-fn closed_endpoint() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    closed
-}
 
 #[test]
 fn usage_errors_exit_2() {
@@ -68,7 +61,8 @@ fn help_lists_every_command() {
 
 #[test]
 fn an_unreachable_table_fails_with_exit_1() {
-    let closed = closed_endpoint();
+    let refused = RefusedPort::new();
+    let closed = refused.url();
     let args = ["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed];
     let mut once = args.to_vec();
     once.extend(["--storage-connect-timeout-secs", "0"]);
@@ -94,7 +88,11 @@ fn an_unreachable_table_fails_with_exit_1() {
     patient.extend(["--storage-connect-timeout-secs", "2"]);
     let run = admin(&patient, None);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(started.elapsed() >= Duration::from_secs(2), "waited the timeout");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "gave up before the timeout: {}",
+        run.stderr
+    );
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert!(lines.len() >= 2, "{}", run.stderr);
     assert!(lines[0].contains("retrying in"), "{}", run.stderr);
@@ -109,7 +107,8 @@ fn an_unreachable_table_fails_with_exit_1() {
 
 #[test]
 fn missing_credentials_and_region_are_named() {
-    let closed = closed_endpoint();
+    let refused = RefusedPort::new();
+    let closed = refused.url();
     let run = admin_in(
         &["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed],
         None,
