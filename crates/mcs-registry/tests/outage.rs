@@ -78,8 +78,10 @@ async fn a_registry_started_before_storage_becomes_ready_once_it_answers() {
     if dynamo::dynamodb_endpoint().is_none() {
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let endpoint = format!("http://127.0.0.1:{port}");
+    // Held (refusing) until moto is started on it, so no parallel test's
+    // bind takes it meanwhile.
+    let refused = mcs_testkit::net::RefusedPort::new();
+    let endpoint = refused.url();
     let table = dynamo::unique_table("late-storage");
     let mut args = dynamo::registry_args(&endpoint, &table);
     args.extend(["--refresh-interval-ms", "200"].map(str::to_owned));
@@ -98,6 +100,8 @@ async fn a_registry_started_before_storage_becomes_ready_once_it_answers() {
     assert_eq!(write().await, 503);
 
     // Storage answers, but the table does not exist yet: still not ready.
+    let port = refused.addr().port();
+    drop(refused);
     let moto = MotoServer::start_on(port).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(status(format!("{admin}/readyz")).await, 503);

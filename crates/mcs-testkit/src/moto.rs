@@ -61,6 +61,9 @@ impl MotoServer {
             if http.get(format!("{endpoint}/moto-api/")).send().await.is_ok() {
                 return Self { child, endpoint };
             }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("private moto_server on port {port} exited before answering ({status})");
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let _ = child.kill();
