@@ -2,11 +2,16 @@
 //! stamps can be switched to fail while every other call works (a throttled
 //! scan or index), and it records where each read of changes starts.
 
+use super::T0;
+use crate::clock::ManualClock;
+use crate::config::{Args, Settings};
+use crate::server::Registry;
 use async_trait::async_trait;
+use clap::Parser;
 use mcs_core::{ChangeStamp, Key, Record};
 use mcs_store::{MemoryStore, PutOutcome, Store, StoreError};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Default)]
 pub(super) struct Faulty {
@@ -29,6 +34,16 @@ impl Faulty {
     pub(super) fn reads(&self) -> usize {
         self.since.lock().unwrap().len()
     }
+}
+
+/// A registry (not yet polled) of writer `reg-a` with `flags` on a fresh
+/// `Faulty` store, its clock at `T0`.
+pub(super) fn registry_on_faulty(flags: &[&str]) -> (Registry, Arc<ManualClock>, Arc<Faulty>) {
+    let argv = ["mcs-registry", "--writer-id", "reg-a"].iter().chain(flags);
+    let settings = Settings::from_args(&Args::try_parse_from(argv).unwrap()).unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let store = Arc::new(Faulty::default());
+    (Registry::new(store.clone(), clock.clone(), &settings), clock, store)
 }
 
 /// `Unavailable` (what a throttled DynamoDB call becomes) while `failing`.

@@ -1,7 +1,7 @@
 //! Regression tests of the defects of the hardening review (issue 7):
 //! each failed before its fix.
 
-use super::faulty::Faulty;
+use super::faulty::registry_on_faulty;
 use super::*;
 use crate::clock::Clock;
 use mcs_core::Record;
@@ -125,20 +125,8 @@ async fn a_withdrawal_holds_against_a_late_heartbeat_through_another_process() {
 /// read, so a throttled scan froze the view although delta queries worked.
 #[tokio::test]
 async fn a_failed_full_read_backs_off_while_delta_polls_go_on() {
-    let args = Args::try_parse_from([
-        "mcs-registry",
-        "--refresh-interval-ms",
-        "100",
-        "--full-resync-interval-secs",
-        "1",
-        "--writer-id",
-        "reg-a",
-    ])
-    .unwrap();
-    let settings = Settings::from_args(&args).unwrap();
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(Faulty::default());
-    let mut registry = Registry::new(store.clone(), clock.clone(), &settings);
+    let (mut registry, clock, store) =
+        registry_on_faulty(&["--refresh-interval-ms", "100", "--full-resync-interval-secs", "1"]);
     registry.reader.poll_once().await;
     assert!(registry.state.view.is_ready());
     store.scans_fail.store(true, Ordering::SeqCst);

@@ -3,7 +3,7 @@
 //! earliest write there the view has not seen, and none when it has seen
 //! them all.
 
-use super::faulty::Faulty;
+use super::faulty::registry_on_faulty;
 use super::*;
 use crate::clock::Clock;
 use mcs_core::Record;
@@ -13,20 +13,8 @@ const LOOKBACK: u64 = 10_000;
 
 #[tokio::test]
 async fn a_poll_reads_changes_only_from_the_earliest_write_it_has_not_seen() {
-    let args = Args::try_parse_from([
-        "mcs-registry",
-        "--refresh-interval-ms",
-        "1000",
-        "--lookback-ms",
-        "10000",
-        "--writer-id",
-        "reg-a",
-    ])
-    .unwrap();
-    let settings = Settings::from_args(&args).unwrap();
-    let clock = Arc::new(ManualClock::new(T0));
-    let store = Arc::new(Faulty::default());
-    let mut registry = Registry::new(store.clone(), clock.clone(), &settings);
+    let (mut registry, clock, store) =
+        registry_on_faulty(&["--refresh-interval-ms", "1000", "--lookback-ms", "10000"]);
     let served = |registry: &Registry| registry.state.view.read().pools().len();
     registry.reader.poll_once().await; // the first full read, at T0
     assert_eq!(store.reads(), 0);
