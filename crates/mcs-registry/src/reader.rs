@@ -130,15 +130,14 @@ impl Reader {
         };
         let (mode, read) =
             if full { ("full", PollOutcome::FullRead) } else { ("delta", PollOutcome::DeltaRead) };
-        let started = Instant::now();
-        let result = if full { self.store.read_all().await } else { self.read_delta().await };
-        metrics::histogram!(m::READER_POLL_DURATION, "mode" => mode)
-            .record(started.elapsed().as_secs_f64());
+        let result = if full {
+            measured(mode, self.store.read_all()).await
+        } else {
+            measured(mode, self.read_delta()).await
+        };
         let records = match result {
             Ok(records) => records,
             Err(error) => {
-                metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => "error")
-                    .increment(1);
                 tracing::warn!(%error, mode, "poll failed; serving the last view");
                 if full {
                     self.full_failed(read_started_ms);
@@ -147,7 +146,6 @@ impl Reader {
                 return;
             }
         };
-        metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => "ok").increment(1);
         self.registrar.observe_all(&records);
         // Records older than what the last delta poll reached, and newer than
         // what the view holds, are ones the delta polls missed (they reached
@@ -237,14 +235,8 @@ impl Reader {
     /// Where [`Reader::read_delta`] reads changes from, after the stamps
     /// of the writes after `reached`; `None` when there is nothing to read.
     async fn delta_start(&self, reached: u64) -> Option<u64> {
-        const MODE: &str = "change_stamps";
-        let started = Instant::now();
-        let result = self.store.read_change_stamps(reached.saturating_add(1), u64::MAX).await;
-        metrics::histogram!(m::READER_POLL_DURATION, "mode" => MODE)
-            .record(started.elapsed().as_secs_f64());
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
-        let stamps = match result {
+        let read = self.store.read_change_stamps(reached.saturating_add(1), u64::MAX);
+        let stamps = match measured("change_stamps", read).await {
             Ok(stamps) => stamps,
             Err(error) => {
                 tracing::warn!(%error, "change stamps read failed; reading the whole lookback");
@@ -280,14 +272,8 @@ impl Reader {
             raise_by_ms: started_ms
                 .saturating_add(2 * self.config.refresh_interval.as_millis() as u64),
         };
-        const MODE: &str = "lease_ends";
-        let started = Instant::now();
-        let result = self.store.read_lease_ends(window.from_ms, window.to_ms).await;
-        metrics::histogram!(m::READER_POLL_DURATION, "mode" => MODE)
-            .record(started.elapsed().as_secs_f64());
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        metrics::counter!(m::READER_POLLS, "mode" => MODE, "outcome" => outcome).increment(1);
-        let ends = result?;
+        let read = self.store.read_lease_ends(window.from_ms, window.to_ms);
+        let ends = measured("lease_ends", read).await?;
         let confirmed = self.view.confirm_leases(&ends, window);
         metrics::counter!(m::LEASES_CONFIRMED, "how" => "renewed")
             .increment(confirmed.renewed as u64);
@@ -304,4 +290,19 @@ impl Reader {
         self.view.apply_all(reread);
         Ok(())
     }
+}
+
+/// `read`, its latency recorded in the poll duration histogram and its
+/// outcome counted in the polls counter, both under `mode`.
+async fn measured<T>(
+    mode: &'static str,
+    read: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let result = read.await;
+    metrics::histogram!(m::READER_POLL_DURATION, "mode" => mode)
+        .record(started.elapsed().as_secs_f64());
+    let outcome = if result.is_ok() { "ok" } else { "error" };
+    metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => outcome).increment(1);
+    result
 }
