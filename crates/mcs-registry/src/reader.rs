@@ -7,8 +7,8 @@
 use crate::live::{LiveView, PollOutcome};
 use crate::metrics as m;
 use crate::registrar::Registrar;
-use mcs_core::Record;
 use mcs_core::view::LeaseWindow;
+use mcs_core::{ChangeStamp, Record};
 use mcs_store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -220,11 +220,12 @@ impl Reader {
     /// watermark less the lookback, as before.
     async fn read_delta(&self) -> Result<Vec<Record>, StoreError> {
         let reached = self.watermark_ms.saturating_sub(self.config.lookback_ms);
-        let since = if self.store.reads_change_stamps() {
-            self.delta_start(reached).await
-        } else {
-            self.view.forget_offered(reached);
-            Some(reached)
+        let since = match self.read_change_stamps(reached).await {
+            Some(stamps) => self.delta_start(&stamps, reached),
+            None => {
+                self.view.forget_offered(reached);
+                Some(reached)
+            }
         };
         match since {
             Some(since) => self.store.read_changed_since(since).await,
@@ -232,19 +233,25 @@ impl Reader {
         }
     }
 
-    /// Where [`Reader::read_delta`] reads changes from, after the stamps
-    /// of the writes after `reached`; `None` when there is nothing to read.
-    async fn delta_start(&self, reached: u64) -> Option<u64> {
+    /// The change stamps of the writes after `reached`; `None` when the
+    /// store has none (a table before schema 5) or reading them failed.
+    async fn read_change_stamps(&self, reached: u64) -> Option<Vec<ChangeStamp>> {
+        if !self.store.reads_change_stamps() {
+            return None;
+        }
         let read = self.store.read_change_stamps(reached.saturating_add(1), u64::MAX);
-        let stamps = match measured("change_stamps", read).await {
-            Ok(stamps) => stamps,
-            Err(error) => {
+        measured("change_stamps", read)
+            .await
+            .inspect_err(|error| {
                 tracing::warn!(%error, "change stamps read failed; reading the whole lookback");
-                self.view.forget_offered(reached);
-                return Some(reached);
-            }
-        };
-        let start = self.view.delta_start(&stamps, reached, self.watermark_ms);
+            })
+            .ok()
+    }
+
+    /// Where [`Reader::read_delta`] reads changes from, given the stamps of
+    /// the writes after `reached`; `None` when there is nothing to read.
+    fn delta_start(&self, stamps: &[ChangeStamp], reached: u64) -> Option<u64> {
+        let start = self.view.delta_start(stamps, reached, self.watermark_ms);
         if start.late > 0 {
             metrics::counter!(m::LATE_CHANGES).increment(start.late as u64);
             tracing::debug!(
