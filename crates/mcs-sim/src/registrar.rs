@@ -230,19 +230,21 @@ impl Process {
         self.sync(std::iter::once(&key), now, stats);
     }
 
-    /// A delta poll of `table` at true time `t`: what the `changes` index
-    /// holds since the watermark less the lookback, then the lease ends
-    /// read and confirmed as `confirm` says. Returns the lease ends window,
-    /// how many ends it held and what the view made of them.
+    /// A delta poll of `table` at true time `t`: the changes since the
+    /// watermark less the lookback that the view lacks, reached as
+    /// `knobs.reach` says, then the lease ends read and confirmed as
+    /// `knobs.confirm` says. Returns the lease ends window, how many ends
+    /// it held and what the view made of them.
     pub fn delta_poll(
         &mut self,
         table: &Table,
         t: u64,
         rules: &Rules,
-        (confirm, reach): (Confirm, Reach),
+        knobs: &Knobs,
         strict_renewals: bool,
         stats: &mut Stats,
     ) -> Option<(LeaseWindow, usize, Confirmed)> {
+        let Knobs { confirm, reach, .. } = *knobs;
         let now = self.now(t);
         let reached = self.watermark_ms.saturating_sub(self.lookback_ms);
         // The window read as change stamps: changes are read whole only

@@ -37,16 +37,9 @@ impl World {
             process.full_read(table, self.t, &self.rules, &mut self.stats);
             self.stats.full_reads += 1;
         } else {
-            let (confirm, reach) = (self.options.knobs.confirm, self.options.knobs.reach);
-            let strict = self.options.strict_renewals;
-            let confirmed = process.delta_poll(
-                table,
-                self.t,
-                &self.rules,
-                (confirm, reach),
-                strict,
-                &mut self.stats,
-            );
+            let (knobs, strict) = (&self.options.knobs, self.options.strict_renewals);
+            let confirmed =
+                process.delta_poll(table, self.t, &self.rules, knobs, strict, &mut self.stats);
             if let Some((w, ends, c)) = confirmed.filter(|(_, _, c)| c.renewed + c.extended > 0) {
                 let ms = |at: u64| at.saturating_sub(EPOCH_MS);
                 self.note(|| {
