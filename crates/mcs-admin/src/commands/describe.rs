@@ -109,6 +109,12 @@ fn mark_missing(facts: &mut TableFacts, needed: Vec<String>) {
     }
 }
 
+/// `entries` joined by `, `; `none` when there are none.
+fn listed(none: &str, entries: impl Iterator<Item = String>) -> String {
+    let entries: Vec<String> = entries.collect();
+    if entries.is_empty() { none.to_owned() } else { entries.join(", ") }
+}
+
 fn origins(scanned: &Scan) -> BTreeMap<String, usize> {
     let mut origins = BTreeMap::new();
     for (_, item) in &scanned.records {
@@ -152,29 +158,12 @@ fn render(d: &Description, format: Format) -> anyhow::Result<String> {
         (true, None) => "enabled".to_owned(),
         (false, _) => "disabled".to_owned(),
     };
-    let replicas = if f.replicas.is_empty() {
-        "none (not a global table)".to_owned()
-    } else {
-        f.replicas
-            .iter()
-            .map(|r| format!("{} {}", r.region, r.status))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let indexes = if f.indexes.is_empty() {
-        "none".to_owned()
-    } else {
-        f.indexes
-            .iter()
-            .map(|(name, state)| format!("{name} {state}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let origins_text = if d.origins.is_empty() {
-        "none".to_owned()
-    } else {
-        d.origins.iter().map(|(o, n)| format!("{o} {n}")).collect::<Vec<_>>().join(", ")
-    };
+    let replicas = listed(
+        "none (not a global table)",
+        f.replicas.iter().map(|r| format!("{} {}", r.region, r.status)),
+    );
+    let indexes = listed("none", f.indexes.iter().map(|(name, state)| format!("{name} {state}")));
+    let origins_text = listed("none", d.origins.iter().map(|(o, n)| format!("{o} {n}")));
     let mut text = output::fields([
         ("table", d.table.clone()),
         ("region", d.region.clone().unwrap_or_else(|| "(AWS default chain)".to_owned())),
