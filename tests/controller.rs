@@ -433,6 +433,92 @@ async fn registry_outage_deletes_nothing_and_a_stopped_cluster_loses_only_its_sl
     assert!(imports(west).get("web").await.is_ok(), "west's own export keeps the import");
 }
 
+/// Issue 29, item 1: a registry restarted on empty storage served complete,
+/// empty lists, and every cluster deleted every ServiceImport, derived
+/// Service and EndpointSlice, re-sent only at the next resync with new
+/// clusterset IPs. Now the importers hold the mass removal back for a
+/// lease, and each exporter's next renewal reads `renewed: false` and
+/// sends its exports again at once (here within a few heartbeats, with the
+/// resync an hour away).
+#[tokio::test]
+async fn a_registry_restarted_empty_deletes_no_import_and_the_exporters_resend_at_once() {
+    let Some(mut world) = world(&["east", "west"], &["--resync-interval-secs", "3600"]).await
+    else {
+        return;
+    };
+    const N: usize = 12;
+    let names: Vec<String> = (0..N).map(|i| format!("svc-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let (c, address) = match i % 2 {
+            0 => (world.cluster("east"), format!("10.1.0.{}", i + 1)),
+            _ => (world.cluster("west"), format!("10.2.0.{}", i + 1)),
+        };
+        export_service(c, name, &[("http", 80, 8080)], &[&address]).await;
+    }
+    let clusterset_ips = async |c: &Cluster| -> BTreeMap<String, Vec<String>> {
+        let list = imports(c).list(&ListParams::default()).await.expect("imports");
+        list.items.into_iter().map(|i| (i.metadata.name.unwrap_or_default(), i.spec.ips)).collect()
+    };
+    for c in &world.clusters {
+        eventually(WITHIN, &format!("{} imports every service", c.name), async || {
+            let ips = clusterset_ips(c).await;
+            ips.len() == N && ips.values().all(|ips| !ips.is_empty())
+        })
+        .await;
+    }
+    let before: Vec<_> =
+        futures::future::join_all(world.clusters.iter().map(&clusterset_ips)).await;
+    let deletes = |c: &Cluster| {
+        audited(c)
+            .iter()
+            .filter(|(verb, _, resource, _)| verb == "delete" && resource != "leases")
+            .count()
+    };
+    let deleted_before: Vec<usize> = world.clusters.iter().map(deletes).collect();
+
+    world.restart_registry_empty().await;
+    let restarted = Instant::now();
+    let registry = world.registry_client();
+    eventually(Duration::from_secs(20), "every export sent again", async || {
+        registry.exports().await.is_ok_and(|l| l.complete && l.exports.len() == N)
+    })
+    .await;
+    let resent = restarted.elapsed();
+    assert!(resent < Duration::from_secs(20), "re-sent after {resent:?}");
+    // Past the hold (one lease) and then some: nothing was deleted, every
+    // slice still holds its endpoint, the clusterset IPs are those of before.
+    let lease = Duration::from_secs(mcs_tests::controller::LEASE_SECS);
+    tokio::time::sleep((lease * 2).saturating_sub(restarted.elapsed())).await;
+    for (i, c) in world.clusters.iter().enumerate() {
+        assert_eq!(deletes(c), deleted_before[i], "{}: the controller deleted objects", c.name);
+        assert_eq!(clusterset_ips(c).await, before[i], "{}: clusterset IPs changed", c.name);
+        for (n, name) in names.iter().enumerate() {
+            let (source, prefix) = if n % 2 == 0 { ("east", "10.1") } else { ("west", "10.2") };
+            let address = format!("{prefix}.0.{}", n + 1);
+            assert_eq!(
+                imported_endpoints(c, name).await,
+                addresses(source, &[address.as_str()]),
+                "{}: {name}",
+                c.name
+            );
+        }
+    }
+    eprintln!("exports re-sent {resent:?} after the registry restarted empty");
+
+    // The hold is bounded: withdrawals go (the last, all that was left, one
+    // hold late).
+    for (i, name) in names.iter().enumerate() {
+        let c = world.cluster(if i % 2 == 0 { "east" } else { "west" });
+        exports(c).delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for c in &world.clusters {
+        eventually(WITHIN + lease, &format!("{}: every import gone", c.name), async || {
+            clusterset_ips(c).await.is_empty()
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn drift_is_repaired_and_2500_endpoints_fit_in_slices() {
     let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "3"]).await else {

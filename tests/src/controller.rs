@@ -167,6 +167,23 @@ impl World {
         self.registry = Some(registry);
     }
 
+    /// Restarts the registry on empty storage (a new, empty table; the
+    /// same port): a registry that lost every record, as a memory-storage
+    /// registry does when it restarts.
+    pub async fn restart_registry_empty(&mut self) {
+        self.stop_registry().await;
+        self.table = crate::unique_table("controller");
+        mcs_testkit::dynamo::migrate_table(&self.endpoint, &self.table).await;
+        self.start_registry().await;
+    }
+
+    /// A client of the registry (plain http).
+    pub fn registry_client(&self) -> mcs_client::Client {
+        let mut config = mcs_client::ClientConfig::new(self.registry_url());
+        config.allow_insecure_http = true;
+        mcs_client::Client::new(config).expect("a client of the registry")
+    }
+
     /// Stops the registry (SIGKILL: an outage).
     pub async fn stop_registry(&mut self) {
         if let Some(registry) = self.registry.take() {

@@ -49,6 +49,19 @@ pub struct ClusterRegistered {
     pub generation: u64,
     /// The lease granted.
     pub lease: Lease,
+    /// Whether this registration continued a lease the registry already
+    /// held for the same incarnation (a renewal). `false` when the lease
+    /// begins with this write: the first registration, a takeover, or a
+    /// registry that lost its records (restarted on empty storage, a table
+    /// recreated or restored). A holder that had registered before and
+    /// reads `false` writes again what lives on its lease (its exports);
+    /// docs/design.md §13. Absent (older registries): `true`.
+    #[serde(default = "renewed_when_absent")]
+    pub renewed: bool,
+}
+
+fn renewed_when_absent() -> bool {
+    true
 }
 
 /// A cluster with a live lease, as `GET /v1/clusters` serves it.
@@ -73,11 +86,28 @@ mod tests {
         assert_eq!(reg.validate(), Ok(()));
         assert_eq!(reg.check_path(&Label::new("east").unwrap()), Ok(()));
         assert_eq!(reg.check_path(&Label::new("west").unwrap()).unwrap_err().field, "cluster_id");
-        round_trip(&ClusterRegistered { generation: 17, lease: Lease::new(30, 10).unwrap() });
+        round_trip(&ClusterRegistered {
+            generation: 17,
+            lease: Lease::new(30, 10).unwrap(),
+            renewed: false,
+        });
         round_trip(&Cluster {
             cluster_id: Label::new("east").unwrap(),
             incarnation: Incarnation::new("9a0e").unwrap(),
         });
+    }
+
+    #[test]
+    fn a_reply_of_an_older_registry_reads_as_a_renewal() {
+        let reply: ClusterRegistered =
+            parse(r#"{"generation":17,"lease":{"duration_secs":30,"heartbeat_interval_secs":10}}"#)
+                .unwrap();
+        assert!(reply.renewed, "no news is not a lost registry");
+        let fresh: ClusterRegistered = parse(
+            r#"{"generation":17,"lease":{"duration_secs":30,"heartbeat_interval_secs":10},"renewed":false}"#,
+        )
+        .unwrap();
+        assert!(!fresh.renewed);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!  keep(registration) ──▶ register (with retries) ──▶ LeaseHandle
 //!                          │
 //!         every heartbeat_interval × [0.8, 1.0]: register again (a renewal)
-//!           ok           ─▶ renewed (Regained if the lease had been lost)
+//!           ok           ─▶ renewed (Regained if the lease had been lost,
+//!                           or if the registry had forgotten the record)
 //!           404          ─▶ Lost, register again at once (with backoff)
 //!           409 owned    ─▶ Lost, keep trying (another incarnation holds it)
 //!           409 stale    ─▶ move the generation past the stored one
@@ -38,12 +39,17 @@ pub enum Registration {
 }
 
 impl Registration {
-    /// One attempt of the registration (renewal); the granted lease.
-    async fn register_once(&self, client: &Client) -> Result<Lease, Error> {
+    /// One attempt of the registration (renewal); the granted lease, and
+    /// whether the registry continued a lease it held for this holder
+    /// (`ClusterRegistered::renewed`; pools and routers always say so).
+    async fn register_once(&self, client: &Client) -> Result<(Lease, bool), Error> {
         Ok(match self {
-            Self::Pool(pool) => client.register_pool_once(pool).await?.lease,
-            Self::Router(router) => client.register_router_once(router).await?.lease,
-            Self::Cluster(id, cluster) => client.register_cluster_once(id, cluster).await?.lease,
+            Self::Pool(pool) => (client.register_pool_once(pool).await?.lease, true),
+            Self::Router(router) => (client.register_router_once(router).await?.lease, true),
+            Self::Cluster(id, cluster) => {
+                let reply = client.register_cluster_once(id, cluster).await?;
+                (reply.lease, reply.renewed)
+            }
         })
     }
 
@@ -93,7 +99,10 @@ pub enum LeaseEvent {
         /// Why, as the last error said it.
         reason: String,
     },
-    /// A registration succeeded again after a loss.
+    /// A registration succeeded again after a loss, or a renewal found
+    /// that the registry no longer held the record (it restarted on empty
+    /// storage, its table was recreated or restored) and granted a new
+    /// lease: what lived on the old one must be written again.
     Regained {
         /// The lease granted.
         lease: Lease,
@@ -160,7 +169,7 @@ impl Client {
     /// handle is shut down or dropped. Must be called within a tokio
     /// runtime.
     pub async fn keep(&self, registration: Registration) -> Result<LeaseHandle, Error> {
-        let lease = self.retrying(|| registration.register_once(self)).await?;
+        let (lease, _) = self.retrying(|| registration.register_once(self)).await?;
         let (tx, events) = mpsc::unbounded_channel();
         let (renewed_tx, renewed) = watch::channel(Instant::now());
         let cancel = CancellationToken::new();
@@ -194,13 +203,16 @@ async fn renew(
             _ = tokio::time::sleep(wait) => {}
         }
         let error = match registration.register_once(&client).await {
-            Ok(granted) => {
+            Ok((granted, continued)) => {
                 lease = granted;
                 renewed_at = Instant::now();
                 renewed.send_replace(renewed_at);
                 attempts.reset();
                 if std::mem::take(&mut lost) {
                     tracing::info!("lease regained");
+                    let _ = events.send(LeaseEvent::Regained { lease });
+                } else if !continued {
+                    tracing::warn!("the registry no longer held the record: registered anew");
                     let _ = events.send(LeaseEvent::Regained { lease });
                 }
                 wait = heartbeat(lease);

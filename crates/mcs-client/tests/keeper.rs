@@ -74,6 +74,26 @@ async fn reports_a_lease_lost_in_an_outage_and_regains_it() {
     handle.shutdown().await.unwrap();
 }
 
+/// A registry restarted on empty storage takes a cluster's renewal as a
+/// new registration (`renewed: false`): the keeper reports `Regained`, so
+/// the controller writes its exports again, though no renewal failed.
+#[tokio::test]
+async fn a_cluster_keeper_reports_a_registry_that_forgot_it() {
+    let mut fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    let east = Label::new("east").unwrap();
+    let mut handle = c.keep(Registration::Cluster(east, cluster("c1"))).await.unwrap();
+    // Renewals of a lease the registry holds report nothing.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(handle.last_renewed().elapsed() < Duration::from_secs(1), "renewed");
+    assert_eq!(handle.try_event(), None, "a renewal is no news");
+    fake.restart_empty().await;
+    assert!(c.clusters().await.unwrap().clusters.is_empty(), "the registry forgot the cluster");
+    assert!(matches!(event(&mut handle).await, LeaseEvent::Regained { .. }));
+    assert_eq!(c.clusters().await.unwrap().clusters.len(), 1, "registered anew");
+    handle.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_cluster_keeper_withdraws_with_its_incarnation() {
     let fake = FakeRegistry::start().await;

@@ -66,6 +66,13 @@ pub struct RunArgs {
     #[arg(long, env = "MCS_RESYNC_INTERVAL_SECS", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub resync_interval_secs: u64,
+    /// How long the importer holds back a complete list that would remove
+    /// more than half of the imported services at once (a registry that
+    /// lost its records, docs/design.md §13); unset, the cluster's lease
+    /// as the registry grants it, at most 300 s.
+    #[arg(long, env = "MCS_IMPORT_REMOVAL_HOLD_SECS",
+          value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    pub import_removal_hold_secs: Option<u64>,
     /// Label selector of the Services exported without a ServiceExport of
     /// their own (the controller creates one, and deletes only those).
     #[arg(
@@ -168,6 +175,7 @@ impl RunArgs {
                 resync_interval: Duration::from_secs(self.resync_interval_secs),
                 auto_export_selector: selector,
                 max_endpoints_per_slice: usize::from(self.max_endpoints_per_slice),
+                removal_hold: self.import_removal_hold_secs.map(Duration::from_secs),
             },
             metrics_listen: self.metrics_listen,
             lease_namespace: self.leader_election_namespace.clone(),

@@ -2,6 +2,8 @@
 //! registry clients, the cluster's identity and the settings.
 
 use mcs_api::{Incarnation, Label};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -27,6 +29,9 @@ pub struct Context {
     pub settings: Settings,
     /// Bumped each time the cluster (re-)registers: exports are re-sent then.
     pub registrations: watch::Receiver<u64>,
+    /// The cluster lease's duration in seconds as the registry last granted
+    /// it; 0 before the first registration.
+    pub cluster_lease_secs: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Context {
@@ -49,6 +54,9 @@ pub struct Settings {
     pub auto_export_selector: Option<String>,
     /// Endpoints per imported EndpointSlice (at most 1000).
     pub max_endpoints_per_slice: usize,
+    /// How long a mass removal of imports is held back; `None`: the
+    /// cluster's lease as granted (docs/design.md §13).
+    pub removal_hold: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -57,6 +65,7 @@ impl Default for Settings {
             resync_interval: Duration::from_secs(300),
             auto_export_selector: None,
             max_endpoints_per_slice: 100,
+            removal_hold: None,
         }
     }
 }

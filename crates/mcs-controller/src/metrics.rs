@@ -47,6 +47,11 @@ pub const IMPORT_SYNC_SECONDS: &str = "mcs_controller_import_sync_seconds";
 pub const IMPORT_NAMESPACE_MISSING: &str = "mcs_controller_import_namespace_missing_total";
 /// 1 while the importer sees the registry reachable and its list complete.
 pub const IMPORT_REGISTRY_AVAILABLE: &str = "mcs_controller_import_registry_available";
+/// Removal holds begun: a complete list dropped more than half of the
+/// imports at once (docs/design.md §13).
+pub const IMPORT_REMOVALS_HELD: &str = "mcs_controller_import_removals_held_total";
+/// 1 while the importer holds removals back.
+pub const IMPORT_REMOVAL_HOLD: &str = "mcs_controller_import_removal_hold";
 
 /// Describes every metric (once, at startup).
 pub fn describe() {
@@ -85,6 +90,12 @@ pub fn describe() {
         IMPORT_REGISTRY_AVAILABLE,
         "1 while the importer sees the registry reachable and its list complete."
     );
+    describe_counter!(
+        IMPORT_REMOVALS_HELD,
+        Unit::Count,
+        "Removal holds begun: a complete list dropped more than half of the imports at once."
+    );
+    describe_gauge!(IMPORT_REMOVAL_HOLD, "1 while the importer holds removals back.");
 }
 
 /// Installs the Prometheus recorder (once) and returns its handle.

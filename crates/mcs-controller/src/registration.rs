@@ -6,6 +6,8 @@
 use crate::metrics::{CLUSTER_LEASE_AGE, CLUSTER_LEASE_LOSSES, CLUSTER_REGISTRATIONS};
 use mcs_api::{ClusterRegistration, Incarnation, Label};
 use mcs_client::{Client, LeaseEvent, Registration};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +21,7 @@ pub async fn hold(
     cluster_id: Label,
     incarnation: Incarnation,
     registrations: watch::Sender<u64>,
+    lease_secs: Arc<AtomicU64>,
     cancel: CancellationToken,
 ) {
     let registration = Registration::Cluster(
@@ -43,6 +46,7 @@ pub async fn hold(
         }
     };
     tracing::info!(cluster = %cluster_id, lease_secs = handle.lease().duration_secs, "cluster registered");
+    lease_secs.store(handle.lease().duration_secs, Ordering::Relaxed);
     registered(&registrations);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -57,8 +61,9 @@ pub async fn hold(
                     metrics::counter!(CLUSTER_LEASE_LOSSES).increment(1);
                     crate::health::set_leading(true, false);
                 }
-                Some(LeaseEvent::Regained { .. }) => {
-                    tracing::info!(cluster = %cluster_id, "cluster lease regained; exports are sent again");
+                Some(LeaseEvent::Regained { lease }) => {
+                    tracing::info!(cluster = %cluster_id, "cluster lease regained (or the registry had forgotten it): exports are sent again");
+                    lease_secs.store(lease.duration_secs, Ordering::Relaxed);
                     registered(&registrations);
                 }
                 None => break,

@@ -52,11 +52,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         incarnation: leadership.incarnation.clone(),
         settings: config.settings.clone(),
         registrations,
+        cluster_lease_secs: Default::default(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     let incarnation = ctx.incarnation.clone();
-    let hold =
-        registration::hold(registry, cluster_id, incarnation, registrations_tx, term.clone());
+    let lease_secs = ctx.cluster_lease_secs.clone();
+    let hold = registration::hold(
+        registry,
+        cluster_id,
+        incarnation,
+        registrations_tx,
+        lease_secs,
+        term.clone(),
+    );
     tasks.spawn(async move {
         hold.await;
         Ok(())

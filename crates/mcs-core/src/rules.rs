@@ -119,6 +119,17 @@ pub fn fenced_by_withdrawal<'a>(held: Option<&'a Record>, new: &Record) -> Optio
         .then_some(&held.version)
 }
 
+/// Whether a registration by `incarnation` continues what `held` (the
+/// stored record of its key) already holds for it: a record of its own,
+/// not withdrawn, expired or not (what lived on the lease, a cluster's
+/// exports, is still stored). `false` when nothing is held, it was
+/// withdrawn, or another incarnation wrote it: the lease begins anew, and
+/// a holder that had registered before learns that the registry lost its
+/// records (docs/design.md §13, "A registry that forgot").
+pub fn continues_registration(held: Option<&Record>, incarnation: &str) -> bool {
+    held.is_some_and(|r| !r.is_tombstone() && r.owner.as_deref() == Some(incarnation))
+}
+
 /// Whether a renewal should overwrite what is stored: only when it extends
 /// the lease (a delayed retry must not shorten it).
 pub fn renewal_extends(stored: &Record, new: &Record) -> bool {

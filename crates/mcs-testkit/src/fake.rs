@@ -96,15 +96,25 @@ impl FakeRegistry {
     /// Starts the fake with `extra` registry flags after its defaults (a
     /// later flag wins, as clap takes the last occurrence).
     pub async fn start_with(extra: &[&str]) -> Self {
-        Self::start_on(extra, None).await
+        Self::start_on(extra, None, None).await
     }
 
     /// Starts the fake serving TLS with `tls` (`https://127.0.0.1:<port>`).
     pub async fn start_tls(tls: &FakeTls) -> Self {
-        Self::start_on(&[], Some(tls.acceptor())).await
+        Self::start_on(&[], Some(tls.acceptor()), None).await
     }
 
-    async fn start_on(extra: &[&str], tls: Option<TlsAcceptor>) -> Self {
+    /// A registry restarted on empty storage (plain http, default flags):
+    /// the fake stops, and a new one with a new store serves the same
+    /// address. Faults are reset.
+    pub async fn restart_empty(&mut self) {
+        let addr = self.url.trim_start_matches("http://").to_owned();
+        let _ = self.registry_shutdown.send(true);
+        self.tasks.shutdown().await;
+        *self = Self::start_on(&[], None, Some(&addr)).await;
+    }
+
+    async fn start_on(extra: &[&str], tls: Option<TlsAcceptor>, bind: Option<&str>) -> Self {
         let argv: Vec<&str> = FLAGS.iter().chain(extra).copied().collect();
         let args = Args::try_parse_from(argv).expect("fake registry flags parse");
         let settings = Settings::from_args(&args).expect("fake registry flags are valid");
@@ -112,7 +122,8 @@ impl FakeRegistry {
         let mut registry = Registry::new(store.clone(), Arc::new(SystemClock), &settings);
         registry.reader.poll_once().await;
         let app = router(registry.state.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let listener =
+            TcpListener::bind(bind.unwrap_or("127.0.0.1:0")).await.expect("bind a loopback port");
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{}", listener.local_addr().expect("local address"));
         let faults = Arc::new(Faults::default());

@@ -8,6 +8,7 @@
 //!  our objects changed (debounced)  ─┘ our object changed: its service
 //!  incomplete list / unreachable: Ready=False (RegistryIncomplete, RegistryUnavailable),
 //!  objects kept as the last complete list had them, nothing deleted
+//!  complete list removing more than half at once: removals held for a window (hold.rs)
 //! ```
 //!
 //! The registry client's watch retries a down registry silently (it yields
@@ -21,14 +22,16 @@
 
 pub mod apply;
 pub mod diff;
+pub mod hold;
 pub mod plan;
 
 use crate::Context;
 use crate::metrics::{
-    IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE, IMPORT_SLICES,
-    IMPORT_SYNC_SECONDS, IMPORTS, RECONCILES,
+    IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE, IMPORT_REMOVAL_HOLD,
+    IMPORT_REMOVALS_HELD, IMPORT_SLICES, IMPORT_SYNC_SECONDS, IMPORTS, RECONCILES,
 };
 use apply::{Key, Outcome, Stores, Touched};
+use hold::{HoldPolicy, Judged, RemovalHold};
 use mcs_api::ImportList;
 use plan::RegistryState;
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,6 +56,13 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(15);
 /// How long a probe may take before the registry counts as unreachable
 /// (the client would otherwise retry for its whole retry deadline).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The share of imported services one complete list must remove, strictly
+/// more than, for the removals to be held (hold.rs).
+const REMOVAL_HOLD_SHARE: f64 = 0.5;
+/// The removal hold's window before the cluster's lease is known.
+const REMOVAL_HOLD_DEFAULT: Duration = Duration::from_secs(30);
+/// The longest removal hold a granted lease gives.
+const REMOVAL_HOLD_MAX: Duration = Duration::from_secs(300);
 
 /// `d` scaled by a random factor in [0.9, 1.1).
 fn jittered(d: Duration) -> Duration {
@@ -167,6 +177,8 @@ struct Importer {
     ready: BTreeMap<Key, String>,
     /// The IP families this cluster gives Services; empty until known.
     cluster_families: Vec<mcs_api::IpFamily>,
+    /// Holds a wave of removals back.
+    hold: RemovalHold,
 }
 
 impl Importer {
@@ -185,6 +197,46 @@ impl Importer {
             failures: BTreeMap::new(),
             ready: BTreeMap::new(),
             cluster_families: Vec::new(),
+            hold: RemovalHold::new(HoldPolicy {
+                share: REMOVAL_HOLD_SHARE,
+                window: REMOVAL_HOLD_DEFAULT,
+            }),
+        }
+    }
+
+    /// The window of a removal hold: the flag's, else the cluster's lease
+    /// as granted (within it every living exporter renews, learns that the
+    /// registry forgot it, and sends its exports again), at most 5 min.
+    fn hold_window(&self) -> Duration {
+        if let Some(window) = self.ctx.settings.removal_hold {
+            return window;
+        }
+        match self.ctx.cluster_lease_secs.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => REMOVAL_HOLD_DEFAULT,
+            secs => Duration::from_secs(secs).min(REMOVAL_HOLD_MAX),
+        }
+    }
+
+    /// Judges a complete list against what this cluster imports: a list
+    /// that would remove more than half of it at once starts a hold.
+    fn judge_removals(&mut self, list: &ImportList) {
+        let listed: BTreeSet<Key> = list.imports.iter().map(key_of).collect();
+        let mut imported = self.stores.keys();
+        imported.extend(self.index.keys().cloned());
+        imported.remove(&unlabelled_key());
+        let removed = imported.difference(&listed).count();
+        let window = self.hold_window();
+        self.hold.set_window(window);
+        if let Judged::Began(_) = self.hold.judge(imported.len(), removed, Instant::now()) {
+            metrics::counter!(IMPORT_REMOVALS_HELD).increment(1);
+            tracing::warn!(
+                imported = imported.len(),
+                removed,
+                hold_secs = window.as_secs_f64(),
+                fingerprint = %list.fingerprint,
+                "the registry's list drops more than half of the imports at once: \
+                 removals held (a registry that lost its records, docs/design.md §13)"
+            );
         }
     }
 
@@ -217,6 +269,7 @@ impl Importer {
             "imports changed"
         );
         if list.complete {
+            self.judge_removals(&list);
             self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
             self.latest = Some(list);
         }
@@ -304,6 +357,8 @@ impl Importer {
         for (ready, n) in by_ready {
             metrics::gauge!(IMPORTS, "ready" => ready.to_owned()).set(n as f64);
         }
+        let held = self.hold.held_until(Instant::now()).is_some();
+        metrics::gauge!(IMPORT_REMOVAL_HOLD).set(if held { 1.0 } else { 0.0 });
     }
 
     /// Reconciles every service, then deletes ours of services not listed.
@@ -383,6 +438,13 @@ impl Importer {
                     }
                     Err(e) => Err(e),
                 }
+            }
+            None if *state == RegistryState::Available
+                && let Some(until) = self.hold.held_until(Instant::now()) =>
+            {
+                // Kept until the hold ends, then looked at again.
+                self.pending.insert(key.clone(), until);
+                Ok((Outcome::default(), self.ready.get(key).cloned()))
             }
             None if *state == RegistryState::Available => {
                 match apply::remove(&kube, &self.stores, key).await {

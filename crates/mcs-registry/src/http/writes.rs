@@ -83,10 +83,13 @@ pub(super) async fn register_cluster(
     caller.allow(Scope::Cluster(&cluster_id))?;
     let cluster_id = label("cluster_id", &cluster_id)?;
     reg.check_path(&cluster_id)?;
+    let key = Key::Cluster { cluster_id };
+    let held = state.registrar.lookup(&key).await?;
+    let renewed = mcs_core::rules::continues_registration(held.as_ref(), reg.incarnation.as_str());
     let record = state
         .registrar
         .write(Intent {
-            key: Key::Cluster { cluster_id },
+            key,
             body: Body::Cluster,
             incarnation: Some(reg.incarnation),
             generation: reg.generation,
@@ -97,6 +100,7 @@ pub(super) async fn register_cluster(
     Ok(Json(ClusterRegistered {
         generation: record.version.generation,
         lease: state.registrar.grant(reg.lease).lease(),
+        renewed,
     }))
 }
 
