@@ -519,6 +519,45 @@ async fn a_registry_restarted_empty_deletes_no_import_and_the_exporters_resend_a
     }
 }
 
+/// Issue 29, item 2: a named targetPort resolving to different container
+/// ports (a rollout) imported every endpoint under the first slice's port:
+/// 10.1.10.2 listened on 9090 and was imported as 8080. Each endpoint now
+/// keeps its own port, in every importing cluster.
+#[tokio::test]
+async fn endpoints_behind_a_named_target_port_keep_their_own_container_port() {
+    let Some(world) = world(&["east", "west"], &[]).await else {
+        return;
+    };
+    let east = world.cluster("east");
+    apply(&services(east), &service(NS, "roll", &[("http", 80, 8080)], false)).await;
+    apply(
+        &slices(east),
+        &endpoint_slice(NS, "roll", "roll-old", &["10.1.10.1"], &[("http", 8080)]),
+    )
+    .await;
+    apply(
+        &slices(east),
+        &endpoint_slice(NS, "roll", "roll-new", &["10.1.10.2"], &[("http", 9090)]),
+    )
+    .await;
+    apply(&exports(east), &export("roll")).await;
+    for c in &world.clusters {
+        eventually(WITHIN, &format!("{}: each endpoint on its own port", c.name), async || {
+            let mut seen = BTreeSet::new();
+            for s in imported_slices(c, "roll").await {
+                let port = s.ports.iter().flatten().find_map(|p| p.port).unwrap_or_default();
+                for e in s.endpoints.into_iter().flatten() {
+                    for a in e.addresses {
+                        seen.insert((a, port));
+                    }
+                }
+            }
+            seen == BTreeSet::from([("10.1.10.1".to_owned(), 8080), ("10.1.10.2".to_owned(), 9090)])
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn drift_is_repaired_and_2500_endpoints_fit_in_slices() {
     let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "3"]).await else {

@@ -141,6 +141,20 @@ pub struct Endpoint {
     /// The zone it runs in.
     #[serde(default)]
     pub zone: Option<String>,
+    /// This endpoint's own port numbers, by the name of the service port,
+    /// where they differ from that port's `target_port`: a named
+    /// `targetPort` resolves to different container ports on different
+    /// pods (during a rollout that renames or moves a port). Empty for most
+    /// endpoints; importers put such endpoints in slices of their own ports.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub target_ports: BTreeMap<String, u16>,
+}
+
+impl Endpoint {
+    /// The number `port` is reached on at this endpoint.
+    pub fn port_of(&self, port: &ServicePort) -> u16 {
+        self.target_ports.get(&port.name).copied().unwrap_or_else(|| port.endpoint_port())
+    }
 }
 
 /// The schema of a list of IP addresses: each an IPv4 or an IPv6 address.
@@ -266,6 +280,17 @@ impl Validate for ExportSpec {
                     format!("ports[{i}].name"),
                     format!("duplicate port name {:?}", port.name),
                 ));
+            }
+        }
+        for (i, endpoint) in self.endpoints.iter().enumerate() {
+            for (name, number) in &endpoint.target_ports {
+                let field = || format!("endpoints[{i}].target_ports.{name}");
+                if !names.contains(name.as_str()) {
+                    return Err(FieldError::new(field(), "names no port of the export"));
+                }
+                if *number == 0 {
+                    return Err(FieldError::new(field(), "must be 1 to 65535"));
+                }
             }
         }
         if self.traffic_distribution.as_ref().is_some_and(|t| t.chars().count() > 63) {
@@ -526,6 +551,25 @@ mod tests {
     }
 
     #[test]
+    fn an_endpoint_keeps_its_own_port_where_it_differs() {
+        let json = EXPORT.replacen(
+            r#""zone": "us-east-1a""#,
+            r#""zone": "a", "target_ports": {"grpc": 9191}"#,
+            1,
+        );
+        let req: ExportRequest = parse(&json).unwrap();
+        assert_eq!(req.validate(), Ok(()));
+        round_trip(&req);
+        let endpoint = &req.endpoints[0];
+        assert_eq!(endpoint.port_of(&req.ports[1]), 9191, "its own");
+        assert_eq!(endpoint.port_of(&req.ports[0]), 80, "the port's, else");
+        let plain: ExportRequest = parse(EXPORT).unwrap();
+        assert!(plain.endpoints[0].target_ports.is_empty());
+        let written = serde_json::to_string(&plain.endpoints[0]).unwrap();
+        assert!(!written.contains("target_ports"), "left out when empty: {written}");
+    }
+
+    #[test]
     fn export_fields_are_named_when_invalid() {
         let bad = |from: &str, to: &str| EXPORT.replacen(from, to, 1);
         let parse_cases = [
@@ -563,6 +607,14 @@ mod tests {
                 "session_affinity_timeout_secs",
             ),
             (bad(r#", "incarnation": "c1""#, ""), "incarnation"),
+            (
+                bad(r#""zone": "us-east-1a""#, r#""zone": "a", "target_ports": {"web": 8080}"#),
+                "endpoints[0].target_ports.web",
+            ),
+            (
+                bad(r#""zone": "us-east-1a""#, r#""zone": "a", "target_ports": {"http": 0}"#),
+                "endpoints[0].target_ports.http",
+            ),
         ];
         for (json, path) in validate_cases {
             let req: ExportRequest = parse(&json).unwrap();

@@ -101,6 +101,7 @@ pub fn mk_export_spec(exported_at_secs: i64, ports: Vec<ServicePort>) -> ExportS
             ready: true,
             hostname: None,
             zone: None,
+            target_ports: Default::default(),
         }],
         labels: Default::default(),
         annotations: Default::default(),

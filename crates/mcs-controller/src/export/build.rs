@@ -11,6 +11,7 @@ use mcs_api::{
     SessionAffinity, TrafficPolicy,
 };
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 /// The label linking an EndpointSlice to its Service.
@@ -62,7 +63,7 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
         slices.iter().filter(|s| s.address_type != "FQDN").collect();
     slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
 
-    let ports = spec
+    let ports: Vec<ServicePort> = spec
         .ports
         .iter()
         .flatten()
@@ -106,8 +107,11 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
 
     let mut endpoints: Vec<Endpoint> = slices
         .iter()
-        .flat_map(|s| s.endpoints.iter().flatten())
-        .filter_map(|e| {
+        .flat_map(|s| {
+            let own = own_ports(&ports, s);
+            s.endpoints.iter().flatten().map(move |e| (e, own.clone()))
+        })
+        .filter_map(|(e, target_ports)| {
             let mut addresses: Vec<IpAddr> =
                 e.addresses.iter().filter_map(|a| a.parse().ok()).collect();
             if addresses.is_empty() {
@@ -121,6 +125,7 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
                 ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
                 hostname: e.hostname.clone(),
                 zone: e.zone.clone(),
+                target_ports,
             })
         })
         .collect();
@@ -170,6 +175,28 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
 pub fn content_hash(spec: &ExportSpec) -> String {
     let digest = Sha256::digest(serde_json::to_vec(spec).unwrap_or_default());
     digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The numbers `slice` gives the export's `ports` where they differ from
+/// the port's `target_port` (the first slice's): a named `targetPort` that
+/// resolves to other container ports on this slice's pods. The endpoints of
+/// the slice carry them, so that each is imported with its own port.
+fn own_ports(ports: &[ServicePort], slice: &EndpointSlice) -> BTreeMap<String, u16> {
+    ports
+        .iter()
+        .filter_map(|p| {
+            let number = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|sp| {
+                    sp.name.as_deref().unwrap_or_default() == p.name
+                        && to_protocol(sp.protocol.as_deref()) == p.protocol
+                })
+                .and_then(|sp| sp.port.and_then(to_port))?;
+            (number != p.endpoint_port()).then(|| (p.name.clone(), number))
+        })
+        .collect()
 }
 
 fn to_protocol(p: Option<&str>) -> Protocol {

@@ -398,18 +398,23 @@ pub fn endpoint_slices(
     let chunk = chunk_size(max_per_slice);
     let mut slices = Vec::new();
     for cluster in &import.clusters {
-        let mut ports: Vec<EndpointPort> = cluster
-            .ports
-            .iter()
-            .filter(|p| import.ports.iter().any(|i| i.name == p.name))
-            .map(|p| EndpointPort {
-                name: Some(p.name.clone()),
-                port: Some(i32::from(p.endpoint_port())),
-                protocol: Some(protocol_name(p.protocol).into()),
-                app_protocol: p.app_protocol.clone(),
-            })
-            .collect();
-        ports.sort_by(|a, b| a.name.cmp(&b.name));
+        // The slice ports of endpoints reached on `own` numbers where they
+        // differ from the port's (mcs_api::Endpoint::target_ports).
+        let ports = |own: &BTreeMap<String, u16>| -> Vec<EndpointPort> {
+            let mut ports: Vec<EndpointPort> = cluster
+                .ports
+                .iter()
+                .filter(|p| import.ports.iter().any(|i| i.name == p.name))
+                .map(|p| EndpointPort {
+                    name: Some(p.name.clone()),
+                    port: Some(i32::from(own.get(&p.name).copied().unwrap_or(p.endpoint_port()))),
+                    protocol: Some(protocol_name(p.protocol).into()),
+                    app_protocol: p.app_protocol.clone(),
+                })
+                .collect();
+            ports.sort_by(|a, b| a.name.cmp(&b.name));
+            ports
+        };
         for family in slice_families(import, cluster) {
             let mut endpoints: Vec<mcs_api::Endpoint> = cluster
                 .endpoints
@@ -422,7 +427,19 @@ pub fn endpoint_slices(
                 .collect();
             endpoints.sort();
             endpoints.dedup();
-            for (n, part) in endpoints.chunks(chunk).enumerate() {
+            // One slice has one list of ports: endpoints with ports of
+            // their own go to slices of their own, after the others (whose
+            // slices keep their names).
+            let mut by_ports: BTreeMap<&BTreeMap<String, u16>, Vec<mcs_api::Endpoint>> =
+                BTreeMap::new();
+            for e in &endpoints {
+                by_ports.entry(&e.target_ports).or_default().push(e.clone());
+            }
+            let parts = by_ports.iter().flat_map(|(own, endpoints)| {
+                let ports = ports(own);
+                endpoints.chunks(chunk).map(move |part| (part, ports.clone()))
+            });
+            for (n, (part, ports)) in parts.enumerate() {
                 slices.push(EndpointSlice {
                     metadata: ObjectMeta {
                         name: Some(slice_name(&derived, cluster.cluster_id.as_str(), family, n)),
@@ -438,7 +455,7 @@ pub fn endpoint_slices(
                     },
                     address_type: family_name(family).into(),
                     endpoints: Some(part.iter().map(slice_endpoint).collect()),
-                    ports: Some(ports.clone()),
+                    ports: Some(ports),
                 });
             }
         }
@@ -536,6 +553,7 @@ mod tests {
             ready,
             hostname: None,
             zone: Some("z1".into()),
+            target_ports: BTreeMap::new(),
         }
     }
 
@@ -681,6 +699,34 @@ mod tests {
         // A single-stack import gets no slices of the other family.
         imp.ip_families = vec![IpFamily::IPv4];
         assert_eq!(names(&endpoint_slices(&imp, &owner(), 100)), [format!("{d}-east-ipv4-0")]);
+    }
+
+    /// Issue 29, item 2: endpoints reached on another port (a named
+    /// targetPort during a rollout) go to slices of their own ports, after
+    /// the others, whose slice names do not change.
+    #[test]
+    fn endpoints_with_ports_of_their_own_get_slices_of_those_ports() {
+        let mut moved = endpoint(&["10.1.10.2"], true);
+        moved.target_ports = BTreeMap::from([("http".into(), 9090)]);
+        let mut east = cluster("east", endpoints_v4(150));
+        east.endpoints.push(moved);
+        let slices = endpoint_slices(&import(vec![east]), &owner(), 100);
+        let d = derived_name("llm", "web");
+        assert_eq!(
+            names(&slices),
+            [0, 1, 2].map(|n| slice_name(&d, "east", IpFamily::IPv4, n)),
+            "the usual slices first, then the moved endpoint's"
+        );
+        let http = |s: &EndpointSlice| {
+            s.ports.iter().flatten().find(|p| p.name.as_deref() == Some("http")).unwrap().port
+        };
+        let addresses = |s: &EndpointSlice| s.endpoints.iter().flatten().count();
+        assert_eq!((http(&slices[0]), addresses(&slices[0])), (Some(8080), 100));
+        assert_eq!((http(&slices[1]), addresses(&slices[1])), (Some(8080), 50));
+        assert_eq!((http(&slices[2]), addresses(&slices[2])), (Some(9090), 1));
+        assert_eq!(slices[2].endpoints.as_ref().unwrap()[0].addresses, ["10.1.10.2"]);
+        let grpc = slices[2].ports.iter().flatten().find(|p| p.name.as_deref() == Some("grpc"));
+        assert_eq!(grpc.and_then(|p| p.port), Some(9090), "the other ports as the cluster's");
     }
 
     #[test]

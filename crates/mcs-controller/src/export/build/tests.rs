@@ -183,3 +183,37 @@ fn the_hash_changes_with_each_field() {
         assert_ne!(h(&base), h(&changed), "{field}");
     }
 }
+
+/// Issue 29, item 2: a named `targetPort` resolving to another container
+/// port on some pods (a rollout) put every endpoint under the first
+/// slice's port; each endpoint now keeps its own where it differs.
+#[test]
+fn an_endpoint_behind_another_container_port_keeps_it() {
+    let mut rolled = slices();
+    rolled[1].ports = Some(vec![k8s_openapi::api::discovery::v1::EndpointPort {
+        name: Some("http".into()),
+        port: Some(9090),
+        protocol: Some("TCP".into()),
+        app_protocol: None,
+    }]);
+    let req = valid(build(&export(), Some(&service(service_json())), &rolled));
+    assert_eq!(req.ports[0].target_port, Some(8080), "the first slice's port names the port");
+    let own: Vec<_> = req
+        .endpoints
+        .iter()
+        .map(|e| (e.addresses[0].to_string(), e.port_of(&req.ports[0]), e.target_ports.len()))
+        .collect();
+    assert_eq!(
+        own,
+        vec![
+            ("10.1.0.5".into(), 8080, 0),
+            ("10.1.0.6".into(), 8080, 0),
+            ("10.1.0.7".into(), 9090, 1)
+        ]
+    );
+    assert_eq!(mcs_api::Validate::validate(&req), Ok(()));
+    // A slice of another protocol's port of the same name is not the port.
+    rolled[1].ports.as_mut().unwrap()[0].protocol = Some("UDP".into());
+    let req = valid(build(&export(), Some(&service(service_json())), &rolled));
+    assert!(req.endpoints.iter().all(|e| e.target_ports.is_empty()));
+}
