@@ -200,12 +200,22 @@ impl PlannedWrite {
 }
 
 /// The held version, when `record` repeats what is held (a heartbeat).
+///
+/// Not when it asks for other lease terms and its lease ends before the
+/// held one: stores and views keep the later lease end of one version (a
+/// delayed retry must not shorten a lease, `rules::renewal_extends`,
+/// `rules::supersedes`), so a shorter lease at the held version would be
+/// answered and never stored (issue 22). It gets a new generation, and is
+/// written and served as a change.
 fn unchanged_version(held: Option<&Record>, record: &Record) -> Option<Version> {
     let held = held?;
     if held.is_tombstone() || record.is_tombstone() {
         return None;
     }
-    (held.content_digest() == record.content_digest()).then(|| held.version.clone())
+    let shortened = record.terms.is_some()
+        && record.terms != held.terms
+        && record.lease_until_ms < held.lease_until_ms;
+    (held.content_digest() == record.content_digest() && !shortened).then(|| held.version.clone())
 }
 
 /// What a withdrawal does, given `held`, the key's record (from the view,
@@ -256,6 +266,7 @@ pub fn plan_withdrawal(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LeaseTerms;
     use crate::decide;
     use crate::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone};
     use crate::hlc::generation_at;
@@ -323,6 +334,37 @@ mod tests {
             PlannedWrite::plan(intent_like(&pool, None, None), None, true, NOW, "reg", &mut hlc)
                 .unwrap();
         assert_eq!(own.record().version, Version::new(generation_at(NOW), "reg"));
+    }
+
+    /// Issue 22, item 3: a renewal asking for a shorter lease kept the
+    /// held version, so stores and views kept the longer lease end.
+    #[test]
+    fn a_renewal_with_a_shorter_lease_gets_a_new_generation() {
+        let long = LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 };
+        let short = LeaseTerms { duration_ms: 4_000, heartbeat_ms: 1_000 };
+        let mut held = mk_pool("a", 7, "reg-0", Some("x"), Some(NOW + 30_000));
+        held.terms = Some(long);
+        let plan = |terms: Option<LeaseTerms>, until: u64| {
+            let mut intent = intent_like(&held, Some("x"), None);
+            intent.terms = terms;
+            intent.lease_until_ms = Some(until);
+            PlannedWrite::plan(intent, Some(&held), true, NOW, "reg", &mut Hlc::default())
+                .unwrap()
+                .record()
+                .version
+                .clone()
+        };
+        assert!(plan(Some(short), NOW + 4_000) > held.version, "shorter: a change");
+        assert_eq!(plan(Some(long), NOW + 29_000), held.version, "same terms: a heartbeat");
+        assert_eq!(plan(Some(short), NOW + 31_000), held.version, "other terms, later end");
+        assert_eq!(plan(None, NOW + 4_000), held.version, "no terms recorded");
+        let mut planned = intent_like(&held, Some("x"), None);
+        planned.terms = Some(short);
+        planned.lease_until_ms = Some(NOW + 4_000);
+        let written =
+            PlannedWrite::plan(planned, Some(&held), true, NOW, "reg", &mut Hlc::default())
+                .unwrap();
+        assert_eq!(written.judge(Some(&held), NOW, decide), Ok(WriteDecision::Apply));
     }
 
     #[test]

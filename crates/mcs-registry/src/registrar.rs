@@ -379,6 +379,32 @@ mod tests {
         }
     }
 
+    /// Issue 22, item 3: re-registering with a shorter lease answered the
+    /// short lease while storage and the view kept the longer one (a pool
+    /// served 8 s after its 4 s lease lapsed). Now the short lease is what
+    /// is stored and served.
+    #[tokio::test]
+    async fn a_shorter_lease_is_stored_not_only_answered() {
+        let f = fixture();
+        let with_lease = |secs: u64, every: u64| Intent {
+            lease: Some(Lease::new(secs, every).unwrap()),
+            ..heartbeat("m")
+        };
+        let long = f.registrar.write(with_lease(30, 10)).await.unwrap();
+        assert_eq!(long.lease_until_ms, Some(NOW + 30_000));
+        f.clock.advance(1_000);
+        let short = f.registrar.write(with_lease(4, 1)).await.unwrap();
+        assert_eq!(short.lease_until_ms, Some(NOW + 5_000), "answered");
+        let stored = f.store.get(&long.key).await.unwrap().unwrap();
+        assert_eq!(stored.lease_until_ms, Some(NOW + 5_000), "stored");
+        let held = f.view.read().record(&long.key).cloned().unwrap();
+        assert_eq!(held.lease_until_ms, Some(NOW + 5_000), "served");
+        // Heartbeats at the short terms renew as before.
+        f.clock.advance(1_000);
+        let beat = f.registrar.write(with_lease(4, 1)).await.unwrap();
+        assert_eq!((beat.version, beat.lease_until_ms), (short.version, Some(NOW + 6_000)));
+    }
+
     /// A heartbeat (same content) renews the lease in place: the stored
     /// and the returned record keep the first write's changed_at_ms, the
     /// view holds the later lease; a content change moves changed_at_ms.
