@@ -48,6 +48,30 @@ async fn renews_past_the_lease_and_withdraws_on_shutdown() {
     assert!(c.pools().await.unwrap().pools.is_empty(), "withdrawn on shutdown");
 }
 
+/// Issue 22, item 4: a relay ordering its own generations, its clock 30 s
+/// ahead of the registry's, had its graceful shutdown refused (`409
+/// stale_generation`) and its pool left registered until the lease lapsed.
+#[tokio::test]
+async fn shutdown_withdraws_after_a_generation_ahead_of_the_registry_clock() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as u64;
+    let ahead = (now_ms + 30_000) << 16;
+    let handle = c
+        .keep(Registration::Pool(pool(
+            "llama",
+            json!({"incarnation": "relay-1", "generation": ahead}),
+        )))
+        .await
+        .unwrap();
+    assert_eq!(c.pools().await.unwrap().pools.len(), 1);
+    let withdrawn = handle.shutdown().await.expect("the owner's withdrawal succeeds");
+    assert!(withdrawn.generation > ahead, "above the relay's generation");
+    assert!(c.pools().await.unwrap().pools.is_empty(), "withdrawn on shutdown");
+}
+
 #[tokio::test]
 async fn re_registers_after_the_registry_forgets_the_record() {
     let fake = FakeRegistry::start().await;

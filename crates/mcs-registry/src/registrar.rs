@@ -234,8 +234,20 @@ impl Registrar {
             )?
         };
         loop {
-            let decision =
-                write.judge(self.view.read().record(&write.record().key), now, decide)?;
+            let judged = write.judge(self.view.read().record(&write.record().key), now, decide);
+            let decision = match judged {
+                // The view holds a newer version than the generation the
+                // clock gave (a client's own generation, ahead of this
+                // clock, not yet observed): the clock observes it and a
+                // registrar-assigned generation is tried once more, as when
+                // storage refuses it below. Without this, the owner's own
+                // withdrawal after such a write was refused (issue 22).
+                Err(Refusal::Stale { stored }) => {
+                    write.stale(stored, now, &mut self.hlc())?;
+                    continue;
+                }
+                judged => judged?,
+            };
             let renewal = write.is_renewal(&decision);
             match self.with_timeout(self.store_write(write.record(), renewal, now)).await? {
                 Written::Renewed { changed_at_ms } => {
@@ -377,6 +389,27 @@ mod tests {
             leased: true,
             lease: None,
         }
+    }
+
+    /// Issue 22, item 4: after a write with a client generation ahead of
+    /// the registry's clock, the owner's withdrawal (no generation of its
+    /// own) got `409 stale_generation`; it now succeeds above it.
+    #[tokio::test]
+    async fn the_owners_withdrawal_goes_above_a_client_generation_ahead_of_the_clock() {
+        let f = fixture();
+        let ahead = mcs_core::hlc::generation_at(NOW + 30_000);
+        let written =
+            f.registrar.write(Intent { generation: Some(ahead), ..heartbeat("m") }).await.unwrap();
+        assert_eq!(written.version.generation, ahead);
+        let tombstone = f
+            .registrar
+            .withdraw(written.key.clone(), Some(Incarnation::new("inc-1").unwrap()), None)
+            .await
+            .unwrap();
+        assert!(tombstone.is_tombstone());
+        assert!(tombstone.version.generation > ahead, "above the client's generation");
+        let stored = f.store.get(&written.key).await.unwrap().unwrap();
+        assert_eq!(stored, tombstone, "stored");
     }
 
     /// Issue 22, item 3: re-registering with a shorter lease answered the
