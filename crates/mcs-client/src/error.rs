@@ -67,6 +67,10 @@ pub enum Error {
     /// or invalid TLS files.
     #[error("client configuration: {0}")]
     Config(String),
+    /// The configured [`crate::WriteFence`] refused the write; nothing was
+    /// sent. Not retried: the fence says why.
+    #[error("write not sent: {0}")]
+    Fenced(String),
 }
 
 /// `error` and its causes, `: `-separated (a cause whose message its
