@@ -203,7 +203,7 @@ const CONTROLLER_COMBINATIONS: &[&[&str]] = &[
         "registryUrl=http://r:8080",
         "registryAllowInsecureHttp=true",
         "replicaCount=1",
-        "autoExport.enabled=false",
+        "autoExport.enabled=true",
     ],
     &["registryUrl=http://r:8080", "registryAllowInsecureHttp=true", "serviceMonitor.enabled=true"],
 ];
@@ -424,16 +424,19 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
     let d = deployments.get("ctl-mcs-controller").await.expect("the controller Deployment");
     assert_eq!(replicas_of(&d), Some(2));
     assert!(args_of(&d).contains(&"--leader-election-namespace=mcs".to_owned()));
+    // Auto-export is opt-in (issue 29 item 11).
+    assert!(!args_of(&d).iter().any(|a| a.starts_with("--auto-export-selector")), "{d:?}");
     roles.get("ctl-mcs-controller").await.expect("ClusterRole");
     Api::<ClusterRoleBinding>::all(kube.clone()).get("ctl-mcs-controller").await.expect("binding");
     pdbs.get("ctl-mcs-controller").await.expect("a PDB for two replicas");
 
     let mut args = vec!["upgrade", "ctl", controller_chart, "-n", "mcs", "--reuse-values"];
-    args.extend(["--set", "replicaCount=1", "--set", "autoExport.enabled=false"]);
+    args.extend(["--set", "replicaCount=1", "--set", "autoExport.enabled=true"]);
     helm.ok("helm", &args, Some(kubeconfig), None);
     let d = deployments.get("ctl-mcs-controller").await.expect("the controller Deployment");
     assert_eq!(replicas_of(&d), Some(1));
-    assert!(args_of(&d).contains(&"--no-auto-export".to_owned()), "{:?}", args_of(&d));
+    let selector = "--auto-export-selector=multicluster.x-k8s.io/export=true".to_owned();
+    assert!(args_of(&d).contains(&selector), "{:?}", args_of(&d));
     mcs_testkit::eventually(Duration::from_secs(30), "the controller's PDB gone", async || {
         pdbs.get_opt("ctl-mcs-controller").await.is_ok_and(|p| p.is_none())
     })

@@ -128,7 +128,13 @@ fn writes(c: &Cluster) -> usize {
 
 #[tokio::test]
 async fn export_import_headless_invalid_unexport_and_rbac() {
-    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "4"]).await else {
+    let flags = [
+        "--resync-interval-secs",
+        "4",
+        "--auto-export-selector",
+        "multicluster.x-k8s.io/export=true",
+    ];
+    let Some(world) = world(&["east", "west"], &flags).await else {
         return;
     };
     let (east, west) = (world.cluster("east"), world.cluster("west"));
@@ -242,9 +248,21 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
 
     // Auto-export: a Service with the label gets a ServiceExport marked as
     // the controller's; without the label it goes; a user's own stays.
+    // Never a system Service, labelled or not (issue 29 item 11; before:
+    // kube-system/dns and default/kubernetes were exported).
+    let export_label = || Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    let mut system = service("kube-system", "dns", &[("dns", 53, 53)], false);
+    system.metadata.labels = export_label();
+    apply(&Api::<Service>::namespaced(east.kube.clone(), "kube-system"), &system).await;
+    let api_server = Api::<Service>::namespaced(east.kube.clone(), "default");
+    let patch =
+        serde_json::json!({"metadata": {"labels": {"multicluster.x-k8s.io/export": "true"}}});
+    api_server
+        .patch("kubernetes", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
     let mut labelled = service(NS, "auto", &[("http", 80, 80)], false);
-    labelled.metadata.labels =
-        Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    labelled.metadata.labels = export_label();
     apply(&services(east), &labelled).await;
     eventually(WITHIN, "auto-exported", async || {
         exports(east)
@@ -272,6 +290,10 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
         exports(east).get_opt("later").await.unwrap().is_some(),
         "a user's ServiceExport stays"
     );
+    for (namespace, name) in [("kube-system", "dns"), ("default", "kubernetes")] {
+        let exports = Api::<ServiceExport>::namespaced(east.kube.clone(), namespace);
+        assert!(exports.get_opt(name).await.unwrap().is_none(), "{namespace}/{name} auto-exported");
+    }
 
     // RBAC: nothing the controller asked was denied, and every verb of the
     // generated role was used (apply that creates is authorized as create).

@@ -67,16 +67,11 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub resync_interval_secs: u64,
     /// Label selector of the Services exported without a ServiceExport of
-    /// their own (the controller creates one, and deletes only those).
-    #[arg(
-        long,
-        env = "MCS_AUTO_EXPORT_SELECTOR",
-        default_value = "multicluster.x-k8s.io/export=true"
-    )]
-    pub auto_export_selector: String,
-    /// Turns auto-export off.
-    #[arg(long, env = "MCS_NO_AUTO_EXPORT")]
-    pub no_auto_export: bool,
+    /// their own (the controller creates one, and deletes only those);
+    /// unset, auto-export is off. Never in the system namespaces nor
+    /// `default/kubernetes` (`autoexport::excluded`).
+    #[arg(long, env = "MCS_AUTO_EXPORT_SELECTOR")]
+    pub auto_export_selector: Option<String>,
     /// Endpoints per imported EndpointSlice.
     #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
@@ -151,12 +146,12 @@ impl RunArgs {
         if let Some(id) = &self.cluster_id {
             mcs_api::Label::new(id.as_str()).map_err(|e| format!("--cluster-id: {e}"))?;
         }
-        let selector = (!self.no_auto_export).then(|| self.auto_export_selector.clone());
+        let selector = self.auto_export_selector.clone();
         if let Some(text) = &selector {
             if text.trim().is_empty() {
-                return Err(
-                    "--auto-export-selector is empty: pass --no-auto-export to turn it off".into(),
-                );
+                return Err("--auto-export-selector is empty: leave it unset to keep auto-export \
+                            off"
+                .into());
             }
             crate::autoexport::parse_selector(text)
                 .map_err(|e| format!("--auto-export-selector: {e}"))?;
@@ -236,16 +231,22 @@ mod tests {
         assert!(with(&["--resync-interval-secs", "0"]).unwrap_err().contains("resync"));
         assert!(with(&["--max-endpoints-per-slice", "1001"]).unwrap_err().contains("1001"));
         assert!(with(&["--cluster-id", "East_1"]).unwrap_err().contains("--cluster-id"));
-        assert!(with(&["--auto-export-selector", " "]).unwrap_err().contains("--no-auto-export"));
-        let config = with(&["--no-auto-export", "--resync-interval-secs", "60"]).unwrap();
-        assert_eq!(config.settings.auto_export_selector, None);
+        assert!(with(&["--auto-export-selector", " "]).unwrap_err().contains("unset"));
+        let config = with(&["--resync-interval-secs", "60"]).unwrap();
         assert_eq!(config.settings.resync_interval, Duration::from_secs(60));
-        let config = with(&[]).unwrap();
-        assert_eq!(
-            config.settings.auto_export_selector.as_deref(),
-            Some("multicluster.x-k8s.io/export=true")
-        );
         assert_eq!(config.settings.max_endpoints_per_slice, 100);
+    }
+
+    /// Issue 29 item 11 (before: the default selected
+    /// `multicluster.x-k8s.io/export=true`, so anyone who could label a
+    /// Service exported it).
+    #[test]
+    fn auto_export_is_off_unless_a_selector_is_given() {
+        let base = ["--registry-url", "http://r", "--registry-allow-insecure-http"];
+        assert_eq!(parse(&base).unwrap().settings.auto_export_selector, None);
+        let mut with = base.to_vec();
+        with.extend(["--auto-export-selector", "mcs=yes"]);
+        assert_eq!(parse(&with).unwrap().settings.auto_export_selector.as_deref(), Some("mcs=yes"));
     }
 
     #[test]
