@@ -10,7 +10,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -78,13 +78,17 @@ fn the_controller_charts_crds_are_what_mcs_controller_crds_prints() {
 }
 
 #[test]
-fn the_controller_charts_cluster_role_grants_exactly_the_controllers_rules() {
+fn the_controller_charts_roles_grant_exactly_the_controllers_rules() {
     let Some(helm) = Helm::find() else { return };
     let docs = helm.template("mcs-controller", "mcs-system", CONTROLLER_MIN);
     let role: ClusterRole =
         serde_json::from_value(find_kind(&docs, "ClusterRole").clone()).expect("a ClusterRole");
     let want = mcs_controller::rbac::cluster_role("x").rules;
     assert_eq!(role.rules, want, "the chart's rbac.yaml must list mcs_controller::rbac::RULES");
+    let role: Role = serde_json::from_value(find_kind(&docs, "Role").clone()).expect("a Role");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("mcs-system"));
+    let want = mcs_controller::rbac::lease_rules("mcs-controller");
+    assert_eq!(role.rules, Some(want), "the chart's Lease Role against rbac::lease_rules");
 }
 
 #[test]

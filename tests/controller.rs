@@ -309,9 +309,9 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
             }
         }
     }
-    for (group, resource, verbs) in mcs_controller::rbac::RULES {
-        for verb in *verbs {
-            let key = ((*group).to_owned(), (*resource).to_owned(), (*verb).to_owned());
+    for (group, resource, verbs) in mcs_controller::rbac::all_rules() {
+        for verb in verbs {
+            let key = (group.to_owned(), resource.to_owned(), (*verb).to_owned());
             assert!(used.contains(&key), "granted but never used: {key:?}; used: {used:?}");
         }
     }
@@ -664,4 +664,65 @@ async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refu
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("hub-2") && stderr.contains("hub-1"), "{stderr}");
+}
+
+/// Issue 29 item 6: the controller's own token reaches no Lease but its
+/// election Lease (before: with it a `kube-system/kube-scheduler` Lease
+/// was created, holder "attacker"), and its leader election works under
+/// the Lease Role. Item 11: without `--auto-export-selector` a labelled
+/// Service is not exported (before: the default selector exported it).
+#[tokio::test]
+async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt_in() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use kube::api::PostParams;
+    use mcs_tests::controller::SYSTEM_NAMESPACE;
+
+    let Some(world) = world(&["east"], &[]).await else { return };
+    let east = world.cluster("east");
+    eventually(WITHIN, "the controller leads", async || {
+        east.controllers[0].metric("mcs_controller_leader", &[]).await == 1.0
+    })
+    .await;
+    let own = Api::<Lease>::namespaced(east.kube.clone(), SYSTEM_NAMESPACE)
+        .get("mcs-controller")
+        .await
+        .unwrap();
+    assert!(own.spec.and_then(|s| s.holder_identity).is_some_and(|h| !h.is_empty()));
+
+    let token = mcs_testkit::k8s::client_of(&east.controller_kubeconfig).await.unwrap();
+    let lease = |name: &str, holder: &str| Lease {
+        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+        spec: Some(LeaseSpec { holder_identity: Some(holder.into()), ..LeaseSpec::default() }),
+    };
+    let refused = |result: kube::Result<Lease>, what: &str| match result {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => panic!("{what}: expected 403, got {other:?}"),
+    };
+    let params = PostParams::default();
+    // No Lease outside its namespace, not even to create one.
+    let kube_system = Api::<Lease>::namespaced(token.clone(), "kube-system");
+    refused(kube_system.create(&params, &lease("kube-scheduler", "attacker")).await, "create");
+    // Nor another Lease: not in kube-system, not in its own namespace.
+    for namespace in ["kube-system", SYSTEM_NAMESPACE] {
+        let admin = Api::<Lease>::namespaced(east.kube.clone(), namespace);
+        admin.create(&params, &lease("someone-else", "real")).await.unwrap();
+        let api = Api::<Lease>::namespaced(token.clone(), namespace);
+        refused(api.get("someone-else").await, "get");
+        refused(
+            api.replace("someone-else", &params, &lease("someone-else", "attacker")).await,
+            "update",
+        );
+        let held = admin.get("someone-else").await.unwrap().spec.and_then(|s| s.holder_identity);
+        assert_eq!(held.as_deref(), Some("real"));
+    }
+    // Its own Lease it reads (and renews: it leads).
+    Api::<Lease>::namespaced(token, SYSTEM_NAMESPACE).get("mcs-controller").await.unwrap();
+
+    // Auto-export is off without a selector, whatever the labels.
+    let mut labelled = service(NS, "labelled", &[("http", 80, 80)], false);
+    labelled.metadata.labels =
+        Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    apply(&services(east), &labelled).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(exports(east).get_opt("labelled").await.unwrap().is_none(), "exported by label");
 }

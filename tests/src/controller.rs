@@ -1,11 +1,11 @@
 //! A clusterset for the controller's tests: real API servers (one per
 //! cluster, `scripts/k8s-env`), one registry on DynamoDB (moto) that can
 //! be stopped and restarted on the same port with its data, and an
-//! `mcs-controller` process per cluster running under the ClusterRole that
-//! `mcs-controller rbac` generates (never cluster-admin).
+//! `mcs-controller` process per cluster running under the ClusterRole and
+//! Lease Role that `mcs-controller rbac` generates (never cluster-admin).
 //!
 //! ```text
-//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole + ServiceAccount
+//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole, Lease Role, ServiceAccount
 //!                                    registry (dynamodb, short leases)
 //!                                    ControllerProcess per cluster (its SA's kubeconfig)
 //!  world.cluster("east").kube        a cluster-admin client for the test's own objects
@@ -14,7 +14,7 @@
 use crate::RegistryProcess;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -241,14 +241,40 @@ pub async fn install_crds(kube: &kube::Client) {
     }
 }
 
-/// The generated ClusterRole, bound to ServiceAccount `mcs-system/mcs-controller`,
-/// and that account's kubeconfig.
+/// The controller's ServiceAccount (in [`SYSTEM_NAMESPACE`]).
+pub const CONTROLLER_ACCOUNT: &str = "mcs-controller";
+
+/// What `mcs-controller rbac` prints for ServiceAccount
+/// `mcs-system/<account>` and the default Lease: the ClusterRole, the
+/// Lease Role in [`SYSTEM_NAMESPACE`], their bindings (all named after
+/// the account).
+pub fn controller_rbac(account: &str) -> mcs_controller::rbac::Install {
+    mcs_controller::rbac::Install {
+        name: account.into(),
+        namespace: SYSTEM_NAMESPACE.into(),
+        service_account: account.into(),
+        lease: "mcs-controller".into(),
+    }
+}
+
+/// [`controller_rbac`]'s objects for [`CONTROLLER_ACCOUNT`], and the
+/// account's kubeconfig.
 pub async fn install_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
+    install_rbac_as(env, kube, CONTROLLER_ACCOUNT).await
+}
+
+/// [`controller_rbac`]'s objects for `account`, and its kubeconfig.
+pub async fn install_rbac_as(env: &K8sEnv, kube: &kube::Client, account: &str) -> PathBuf {
     ensure_namespace(kube, SYSTEM_NAMESPACE).await;
-    let role = mcs_controller::rbac::cluster_role(mcs_controller::rbac::NAME);
-    apply(&Api::<ClusterRole>::all(kube.clone()), &role).await;
-    let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcs-controller").await;
-    bind_cluster_role(kube, mcs_controller::rbac::NAME, "mcs-controller").await;
+    let install = controller_rbac(account);
+    let objects = install.objects();
+    apply(&Api::<ClusterRole>::all(kube.clone()), &objects.cluster_role).await;
+    apply(&Api::<Role>::namespaced(kube.clone(), SYSTEM_NAMESPACE), &objects.role).await;
+    let kubeconfig =
+        env.service_account_kubeconfig(SYSTEM_NAMESPACE, &install.service_account).await;
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &objects.cluster_role_binding).await;
+    apply(&Api::<RoleBinding>::namespaced(kube.clone(), SYSTEM_NAMESPACE), &objects.role_binding)
+        .await;
     kubeconfig
 }
 

@@ -21,12 +21,44 @@ pub struct Cli {
 }
 
 /// What `mcs-controller` can print.
-#[derive(Debug, Clone, Copy, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// The ServiceExport and ServiceImport CRDs (YAML).
     Crds,
-    /// The ClusterRole with exactly the permissions the controller uses (YAML).
-    Rbac,
+    /// Exactly the permissions the controller uses (YAML): a ClusterRole, a
+    /// Role for the leader-election Lease in its namespace, and their
+    /// bindings to the controller's ServiceAccount.
+    Rbac(RbacArgs),
+}
+
+/// Where the printed RBAC binds and grants (`mcs_controller::rbac::Install`).
+#[derive(Debug, Clone, Args)]
+pub struct RbacArgs {
+    /// Name of the ClusterRole, the Role and their bindings.
+    #[arg(long, default_value = crate::rbac::NAME)]
+    pub name: String,
+    /// Namespace of the controller's ServiceAccount and of its
+    /// leader-election Lease (`--leader-election-namespace`).
+    #[arg(long, default_value = "mcs-system")]
+    pub namespace: String,
+    /// The controller's ServiceAccount.
+    #[arg(long, default_value = "mcs-controller")]
+    pub service_account: String,
+    /// Name of the leader-election Lease (`--leader-election-lease`).
+    #[arg(long, default_value = "mcs-controller")]
+    pub leader_election_lease: String,
+}
+
+impl RbacArgs {
+    /// The install these flags describe.
+    pub fn install(&self) -> crate::rbac::Install {
+        crate::rbac::Install {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            service_account: self.service_account.clone(),
+            lease: self.leader_election_lease.clone(),
+        }
+    }
 }
 
 /// How logs are written.
@@ -254,5 +286,18 @@ mod tests {
         let cli = Cli::try_parse_from(["mcs-controller", "crds"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Crds)));
         assert!(Cli::try_parse_from(["mcs-controller", "--cluster-id", "a", "rbac"]).is_err());
+        let cli = Cli::try_parse_from([
+            "mcs-controller",
+            "rbac",
+            "--namespace",
+            "mcs",
+            "--leader-election-lease",
+            "l",
+        ])
+        .unwrap();
+        let Some(Command::Rbac(args)) = cli.command else { panic!("{:?}", cli.command) };
+        let install = args.install();
+        assert_eq!((install.namespace.as_str(), install.lease.as_str()), ("mcs", "l"));
+        assert_eq!(install.service_account, "mcs-controller");
     }
 }
