@@ -118,7 +118,12 @@ fn audited(c: &Cluster) -> Vec<(String, String, String, u16)> {
 
 /// Writes by the controller (anything but reads and its leader Lease).
 fn writes(c: &Cluster) -> usize {
-    audited(c)
+    writes_of(c, "system:serviceaccount:mcs-system:mcs-controller")
+}
+
+/// Writes by `username` (anything but reads and the leader Lease).
+fn writes_of(c: &Cluster, username: &str) -> usize {
+    mcs_tests::controller::audited(&c.env, username)
         .iter()
         .filter(|(verb, _, resource, _)| {
             !matches!(verb.as_str(), "get" | "list" | "watch") && resource != "leases"
@@ -725,4 +730,65 @@ async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt
     apply(&services(east), &labelled).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(exports(east).get_opt("labelled").await.unwrap().is_none(), "exported by label");
+}
+
+/// Issue 29 item 10: a leader paused (SIGSTOP) past its Lease and resumed
+/// after a standby took over writes nothing on waking: it finds the Lease
+/// lost and exits 1 (before: it wrote a stale slice 2 ms after logging
+/// "leadership lost").
+#[tokio::test]
+async fn a_leader_paused_past_its_lease_writes_nothing_on_waking() {
+    let Some(mut world) = world(&["east"], &["--resync-interval-secs", "1"]).await else {
+        return;
+    };
+    {
+        let east = world.cluster("east");
+        eventually(WITHIN, "the first replica leads", async || {
+            east.controllers[0].metric("mcs_controller_leader", &[]).await == 1.0
+        })
+        .await;
+    }
+    // The standby runs as an account of its own: the audit log tells the
+    // paused leader's requests from the new leader's.
+    world.start_controller_as(0, "mcs-controller-b").await;
+    let east = world.cluster("east");
+    export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    eventually(WITHIN, "imported", async || {
+        imported_endpoints(east, "web").await == addresses("east", &["10.1.0.1"])
+    })
+    .await;
+
+    east.controllers[0].signal("STOP");
+    eventually(WITHIN, "the standby takes over", async || {
+        east.controllers[1].metric("mcs_controller_leader", &[]).await == 1.0
+    })
+    .await;
+    // A change while the old leader sleeps: the new one imports it; the
+    // old one wakes to its watches' news of it.
+    apply(
+        &slices(east),
+        &endpoint_slice(NS, "web", "web-own", &["10.1.0.1", "10.1.0.7"], &[("http", 8080)]),
+    )
+    .await;
+    eventually(WITHIN, "the new leader imports the change", async || {
+        imported_endpoints(east, "web").await == addresses("east", &["10.1.0.1", "10.1.0.7"])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = "system:serviceaccount:mcs-system:mcs-controller";
+    let before = writes_of(east, old);
+    assert!(before > 0, "the old leader wrote while it led");
+
+    east.controllers[0].signal("CONT");
+    let code = world.clusters[0].controllers[0].exited().await;
+    assert_eq!(code, Some(1), "the deposed leader exits 1");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let east = world.cluster("east");
+    let requests = mcs_tests::controller::audited(&east.env, old);
+    assert_eq!(
+        writes_of(east, old),
+        before,
+        "the deposed leader wrote after waking; its requests: {:?}",
+        &requests[requests.len().saturating_sub(20)..]
+    );
 }

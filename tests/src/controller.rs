@@ -176,18 +176,26 @@ impl World {
 
     /// Starts one more controller replica in cluster `i`.
     pub async fn start_controller(&mut self, i: usize) {
+        let kubeconfig = self.clusters[i].controller_kubeconfig.clone();
+        self.start_controller_with(i, &kubeconfig).await;
+    }
+
+    /// Starts one more controller replica in cluster `i` as ServiceAccount
+    /// `account` (under RBAC of its own, as `mcs-controller rbac` prints
+    /// it), so the audit log tells its requests from the others'.
+    pub async fn start_controller_as(&mut self, i: usize, account: &str) {
+        let cluster = &self.clusters[i];
+        let kubeconfig = install_rbac_as(&cluster.env, &cluster.kube, account).await;
+        self.start_controller_with(i, &kubeconfig).await;
+    }
+
+    async fn start_controller_with(&mut self, i: usize, kubeconfig: &Path) {
         let url = self.registry_url();
         let flags = self.controller_flags.clone();
         let bin = self.bins.controller.clone();
         let cluster = self.cluster_mut(i);
-        let process = ControllerProcess::start(
-            &bin,
-            &cluster.controller_kubeconfig,
-            Some(&cluster.name),
-            &url,
-            &flags,
-        )
-        .await;
+        let process =
+            ControllerProcess::start(&bin, kubeconfig, Some(&cluster.name), &url, &flags).await;
         cluster.controllers.push(process);
     }
 }
@@ -407,10 +415,28 @@ impl ControllerProcess {
         sum_samples(&self.metrics().await, name, labels)
     }
 
+    /// Sends `signal` (`TERM`, `STOP`, `CONT`, …).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("running");
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// Waits (up to 30 s) for it to exit on its own; its exit code.
+    pub async fn exited(&mut self) -> Option<i32> {
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits within 30 s")
+            .expect("wait")
+            .code()
+    }
+
     /// Sends SIGTERM and waits (up to 20 s) for the exit code.
     pub async fn terminate(mut self) -> Option<i32> {
-        let pid = self.child.id().expect("running");
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        self.signal("TERM");
         tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
             .expect("exits within 20 s of SIGTERM")
