@@ -10,7 +10,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -78,13 +78,17 @@ fn the_controller_charts_crds_are_what_mcs_controller_crds_prints() {
 }
 
 #[test]
-fn the_controller_charts_cluster_role_grants_exactly_the_controllers_rules() {
+fn the_controller_charts_roles_grant_exactly_the_controllers_rules() {
     let Some(helm) = Helm::find() else { return };
     let docs = helm.template("mcs-controller", "mcs-system", CONTROLLER_MIN);
     let role: ClusterRole =
         serde_json::from_value(find_kind(&docs, "ClusterRole").clone()).expect("a ClusterRole");
     let want = mcs_controller::rbac::cluster_role("x").rules;
     assert_eq!(role.rules, want, "the chart's rbac.yaml must list mcs_controller::rbac::RULES");
+    let role: Role = serde_json::from_value(find_kind(&docs, "Role").clone()).expect("a Role");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("mcs-system"));
+    let want = mcs_controller::rbac::lease_rules("mcs-controller");
+    assert_eq!(role.rules, Some(want), "the chart's Lease Role against rbac::lease_rules");
 }
 
 #[test]
@@ -203,7 +207,7 @@ const CONTROLLER_COMBINATIONS: &[&[&str]] = &[
         "registryUrl=http://r:8080",
         "registryAllowInsecureHttp=true",
         "replicaCount=1",
-        "autoExport.enabled=false",
+        "autoExport.enabled=true",
     ],
     &["registryUrl=http://r:8080", "registryAllowInsecureHttp=true", "serviceMonitor.enabled=true"],
 ];
@@ -424,16 +428,19 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
     let d = deployments.get("ctl-mcs-controller").await.expect("the controller Deployment");
     assert_eq!(replicas_of(&d), Some(2));
     assert!(args_of(&d).contains(&"--leader-election-namespace=mcs".to_owned()));
+    // Auto-export is opt-in (issue 29 item 11).
+    assert!(!args_of(&d).iter().any(|a| a.starts_with("--auto-export-selector")), "{d:?}");
     roles.get("ctl-mcs-controller").await.expect("ClusterRole");
     Api::<ClusterRoleBinding>::all(kube.clone()).get("ctl-mcs-controller").await.expect("binding");
     pdbs.get("ctl-mcs-controller").await.expect("a PDB for two replicas");
 
     let mut args = vec!["upgrade", "ctl", controller_chart, "-n", "mcs", "--reuse-values"];
-    args.extend(["--set", "replicaCount=1", "--set", "autoExport.enabled=false"]);
+    args.extend(["--set", "replicaCount=1", "--set", "autoExport.enabled=true"]);
     helm.ok("helm", &args, Some(kubeconfig), None);
     let d = deployments.get("ctl-mcs-controller").await.expect("the controller Deployment");
     assert_eq!(replicas_of(&d), Some(1));
-    assert!(args_of(&d).contains(&"--no-auto-export".to_owned()), "{:?}", args_of(&d));
+    let selector = "--auto-export-selector=multicluster.x-k8s.io/export=true".to_owned();
+    assert!(args_of(&d).contains(&selector), "{:?}", args_of(&d));
     mcs_testkit::eventually(Duration::from_secs(30), "the controller's PDB gone", async || {
         pdbs.get_opt("ctl-mcs-controller").await.is_ok_and(|p| p.is_none())
     })

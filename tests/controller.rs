@@ -118,7 +118,12 @@ fn audited(c: &Cluster) -> Vec<(String, String, String, u16)> {
 
 /// Writes by the controller (anything but reads and its leader Lease).
 fn writes(c: &Cluster) -> usize {
-    audited(c)
+    writes_of(c, "system:serviceaccount:mcs-system:mcs-controller")
+}
+
+/// Writes by `username` (anything but reads and the leader Lease).
+fn writes_of(c: &Cluster, username: &str) -> usize {
+    mcs_tests::controller::audited(&c.env, username)
         .iter()
         .filter(|(verb, _, resource, _)| {
             !matches!(verb.as_str(), "get" | "list" | "watch") && resource != "leases"
@@ -128,7 +133,13 @@ fn writes(c: &Cluster) -> usize {
 
 #[tokio::test]
 async fn export_import_headless_invalid_unexport_and_rbac() {
-    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "4"]).await else {
+    let flags = [
+        "--resync-interval-secs",
+        "4",
+        "--auto-export-selector",
+        "multicluster.x-k8s.io/export=true",
+    ];
+    let Some(world) = world(&["east", "west"], &flags).await else {
         return;
     };
     let (east, west) = (world.cluster("east"), world.cluster("west"));
@@ -242,9 +253,21 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
 
     // Auto-export: a Service with the label gets a ServiceExport marked as
     // the controller's; without the label it goes; a user's own stays.
+    // Never a system Service, labelled or not (issue 29 item 11; before:
+    // kube-system/dns and default/kubernetes were exported).
+    let export_label = || Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    let mut system = service("kube-system", "dns", &[("dns", 53, 53)], false);
+    system.metadata.labels = export_label();
+    apply(&Api::<Service>::namespaced(east.kube.clone(), "kube-system"), &system).await;
+    let api_server = Api::<Service>::namespaced(east.kube.clone(), "default");
+    let patch =
+        serde_json::json!({"metadata": {"labels": {"multicluster.x-k8s.io/export": "true"}}});
+    api_server
+        .patch("kubernetes", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap();
     let mut labelled = service(NS, "auto", &[("http", 80, 80)], false);
-    labelled.metadata.labels =
-        Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    labelled.metadata.labels = export_label();
     apply(&services(east), &labelled).await;
     eventually(WITHIN, "auto-exported", async || {
         exports(east)
@@ -272,6 +295,10 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
         exports(east).get_opt("later").await.unwrap().is_some(),
         "a user's ServiceExport stays"
     );
+    for (namespace, name) in [("kube-system", "dns"), ("default", "kubernetes")] {
+        let exports = Api::<ServiceExport>::namespaced(east.kube.clone(), namespace);
+        assert!(exports.get_opt(name).await.unwrap().is_none(), "{namespace}/{name} auto-exported");
+    }
 
     // RBAC: nothing the controller asked was denied, and every verb of the
     // generated role was used (apply that creates is authorized as create).
@@ -287,9 +314,9 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
             }
         }
     }
-    for (group, resource, verbs) in mcs_controller::rbac::RULES {
-        for verb in *verbs {
-            let key = ((*group).to_owned(), (*resource).to_owned(), (*verb).to_owned());
+    for (group, resource, verbs) in mcs_controller::rbac::all_rules() {
+        for verb in verbs {
+            let key = (group.to_owned(), resource.to_owned(), (*verb).to_owned());
             assert!(used.contains(&key), "granted but never used: {key:?}; used: {used:?}");
         }
     }
@@ -767,4 +794,126 @@ async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refu
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("hub-2") && stderr.contains("hub-1"), "{stderr}");
+}
+
+/// Issue 29 item 6: the controller's own token reaches no Lease but its
+/// election Lease (before: with it a `kube-system/kube-scheduler` Lease
+/// was created, holder "attacker"), and its leader election works under
+/// the Lease Role. Item 11: without `--auto-export-selector` a labelled
+/// Service is not exported (before: the default selector exported it).
+#[tokio::test]
+async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt_in() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use kube::api::PostParams;
+    use mcs_tests::controller::SYSTEM_NAMESPACE;
+
+    let Some(world) = world(&["east"], &[]).await else { return };
+    let east = world.cluster("east");
+    eventually(WITHIN, "the controller leads", async || {
+        east.controllers[0].metric("mcs_controller_leader", &[]).await == 1.0
+    })
+    .await;
+    let own = Api::<Lease>::namespaced(east.kube.clone(), SYSTEM_NAMESPACE)
+        .get("mcs-controller")
+        .await
+        .unwrap();
+    assert!(own.spec.and_then(|s| s.holder_identity).is_some_and(|h| !h.is_empty()));
+
+    let token = mcs_testkit::k8s::client_of(&east.controller_kubeconfig).await.unwrap();
+    let lease = |name: &str, holder: &str| Lease {
+        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
+        spec: Some(LeaseSpec { holder_identity: Some(holder.into()), ..LeaseSpec::default() }),
+    };
+    let refused = |result: kube::Result<Lease>, what: &str| match result {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => panic!("{what}: expected 403, got {other:?}"),
+    };
+    let params = PostParams::default();
+    // No Lease outside its namespace, not even to create one.
+    let kube_system = Api::<Lease>::namespaced(token.clone(), "kube-system");
+    refused(kube_system.create(&params, &lease("kube-scheduler", "attacker")).await, "create");
+    // Nor another Lease: not in kube-system, not in its own namespace.
+    for namespace in ["kube-system", SYSTEM_NAMESPACE] {
+        let admin = Api::<Lease>::namespaced(east.kube.clone(), namespace);
+        admin.create(&params, &lease("someone-else", "real")).await.unwrap();
+        let api = Api::<Lease>::namespaced(token.clone(), namespace);
+        refused(api.get("someone-else").await, "get");
+        refused(
+            api.replace("someone-else", &params, &lease("someone-else", "attacker")).await,
+            "update",
+        );
+        let held = admin.get("someone-else").await.unwrap().spec.and_then(|s| s.holder_identity);
+        assert_eq!(held.as_deref(), Some("real"));
+    }
+    // Its own Lease it reads (and renews: it leads).
+    Api::<Lease>::namespaced(token, SYSTEM_NAMESPACE).get("mcs-controller").await.unwrap();
+
+    // Auto-export is off without a selector, whatever the labels.
+    let mut labelled = service(NS, "labelled", &[("http", 80, 80)], false);
+    labelled.metadata.labels =
+        Some([("multicluster.x-k8s.io/export".into(), "true".into())].into());
+    apply(&services(east), &labelled).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(exports(east).get_opt("labelled").await.unwrap().is_none(), "exported by label");
+}
+
+/// Issue 29 item 10: a leader paused (SIGSTOP) past its Lease and resumed
+/// after a standby took over writes nothing on waking: it finds the Lease
+/// lost and exits 1 (before: it wrote a stale slice 2 ms after logging
+/// "leadership lost").
+#[tokio::test]
+async fn a_leader_paused_past_its_lease_writes_nothing_on_waking() {
+    let Some(mut world) = world(&["east"], &["--resync-interval-secs", "1"]).await else {
+        return;
+    };
+    {
+        let east = world.cluster("east");
+        eventually(WITHIN, "the first replica leads", async || {
+            east.controllers[0].metric("mcs_controller_leader", &[]).await == 1.0
+        })
+        .await;
+    }
+    // The standby runs as an account of its own: the audit log tells the
+    // paused leader's requests from the new leader's.
+    world.start_controller_as(0, "mcs-controller-b").await;
+    let east = world.cluster("east");
+    export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    eventually(WITHIN, "imported", async || {
+        imported_endpoints(east, "web").await == addresses("east", &["10.1.0.1"])
+    })
+    .await;
+
+    east.controllers[0].signal("STOP");
+    eventually(WITHIN, "the standby takes over", async || {
+        east.controllers[1].metric("mcs_controller_leader", &[]).await == 1.0
+    })
+    .await;
+    // A change while the old leader sleeps: the new one imports it; the
+    // old one wakes to its watches' news of it.
+    apply(
+        &slices(east),
+        &endpoint_slice(NS, "web", "web-own", &["10.1.0.1", "10.1.0.7"], &[("http", 8080)]),
+    )
+    .await;
+    eventually(WITHIN, "the new leader imports the change", async || {
+        imported_endpoints(east, "web").await == addresses("east", &["10.1.0.1", "10.1.0.7"])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = "system:serviceaccount:mcs-system:mcs-controller";
+    let before = writes_of(east, old);
+    assert!(before > 0, "the old leader wrote while it led");
+
+    east.controllers[0].signal("CONT");
+    let code = world.clusters[0].controllers[0].exited().await;
+    assert_eq!(code, Some(1), "the deposed leader exits 1");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let east = world.cluster("east");
+    let requests = mcs_tests::controller::audited(&east.env, old);
+    assert_eq!(
+        writes_of(east, old),
+        before,
+        "the deposed leader wrote after waking; its requests: {:?}",
+        &requests[requests.len().saturating_sub(20)..]
+    );
 }

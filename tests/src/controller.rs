@@ -1,11 +1,11 @@
 //! A clusterset for the controller's tests: real API servers (one per
 //! cluster, `scripts/k8s-env`), one registry on DynamoDB (moto) that can
 //! be stopped and restarted on the same port with its data, and an
-//! `mcs-controller` process per cluster running under the ClusterRole that
-//! `mcs-controller rbac` generates (never cluster-admin).
+//! `mcs-controller` process per cluster running under the ClusterRole and
+//! Lease Role that `mcs-controller rbac` generates (never cluster-admin).
 //!
 //! ```text
-//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole + ServiceAccount
+//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole, Lease Role, ServiceAccount
 //!                                    registry (dynamodb, short leases)
 //!                                    ControllerProcess per cluster (its SA's kubeconfig)
 //!  world.cluster("east").kube        a cluster-admin client for the test's own objects
@@ -14,7 +14,7 @@
 use crate::RegistryProcess;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
@@ -193,18 +193,26 @@ impl World {
 
     /// Starts one more controller replica in cluster `i`.
     pub async fn start_controller(&mut self, i: usize) {
+        let kubeconfig = self.clusters[i].controller_kubeconfig.clone();
+        self.start_controller_with(i, &kubeconfig).await;
+    }
+
+    /// Starts one more controller replica in cluster `i` as ServiceAccount
+    /// `account` (under RBAC of its own, as `mcs-controller rbac` prints
+    /// it), so the audit log tells its requests from the others'.
+    pub async fn start_controller_as(&mut self, i: usize, account: &str) {
+        let cluster = &self.clusters[i];
+        let kubeconfig = install_rbac_as(&cluster.env, &cluster.kube, account).await;
+        self.start_controller_with(i, &kubeconfig).await;
+    }
+
+    async fn start_controller_with(&mut self, i: usize, kubeconfig: &Path) {
         let url = self.registry_url();
         let flags = self.controller_flags.clone();
         let bin = self.bins.controller.clone();
         let cluster = self.cluster_mut(i);
-        let process = ControllerProcess::start(
-            &bin,
-            &cluster.controller_kubeconfig,
-            Some(&cluster.name),
-            &url,
-            &flags,
-        )
-        .await;
+        let process =
+            ControllerProcess::start(&bin, kubeconfig, Some(&cluster.name), &url, &flags).await;
         cluster.controllers.push(process);
     }
 }
@@ -258,14 +266,40 @@ pub async fn install_crds(kube: &kube::Client) {
     }
 }
 
-/// The generated ClusterRole, bound to ServiceAccount `mcs-system/mcs-controller`,
-/// and that account's kubeconfig.
+/// The controller's ServiceAccount (in [`SYSTEM_NAMESPACE`]).
+pub const CONTROLLER_ACCOUNT: &str = "mcs-controller";
+
+/// What `mcs-controller rbac` prints for ServiceAccount
+/// `mcs-system/<account>` and the default Lease: the ClusterRole, the
+/// Lease Role in [`SYSTEM_NAMESPACE`], their bindings (all named after
+/// the account).
+pub fn controller_rbac(account: &str) -> mcs_controller::rbac::Install {
+    mcs_controller::rbac::Install {
+        name: account.into(),
+        namespace: SYSTEM_NAMESPACE.into(),
+        service_account: account.into(),
+        lease: "mcs-controller".into(),
+    }
+}
+
+/// [`controller_rbac`]'s objects for [`CONTROLLER_ACCOUNT`], and the
+/// account's kubeconfig.
 pub async fn install_rbac(env: &K8sEnv, kube: &kube::Client) -> PathBuf {
+    install_rbac_as(env, kube, CONTROLLER_ACCOUNT).await
+}
+
+/// [`controller_rbac`]'s objects for `account`, and its kubeconfig.
+pub async fn install_rbac_as(env: &K8sEnv, kube: &kube::Client, account: &str) -> PathBuf {
     ensure_namespace(kube, SYSTEM_NAMESPACE).await;
-    let role = mcs_controller::rbac::cluster_role(mcs_controller::rbac::NAME);
-    apply(&Api::<ClusterRole>::all(kube.clone()), &role).await;
-    let kubeconfig = env.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcs-controller").await;
-    bind_cluster_role(kube, mcs_controller::rbac::NAME, "mcs-controller").await;
+    let install = controller_rbac(account);
+    let objects = install.objects();
+    apply(&Api::<ClusterRole>::all(kube.clone()), &objects.cluster_role).await;
+    apply(&Api::<Role>::namespaced(kube.clone(), SYSTEM_NAMESPACE), &objects.role).await;
+    let kubeconfig =
+        env.service_account_kubeconfig(SYSTEM_NAMESPACE, &install.service_account).await;
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &objects.cluster_role_binding).await;
+    apply(&Api::<RoleBinding>::namespaced(kube.clone(), SYSTEM_NAMESPACE), &objects.role_binding)
+        .await;
     kubeconfig
 }
 
@@ -398,10 +432,28 @@ impl ControllerProcess {
         sum_samples(&self.metrics().await, name, labels)
     }
 
+    /// Sends `signal` (`TERM`, `STOP`, `CONT`, …).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("running");
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// Waits (up to 30 s) for it to exit on its own; its exit code.
+    pub async fn exited(&mut self) -> Option<i32> {
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits within 30 s")
+            .expect("wait")
+            .code()
+    }
+
     /// Sends SIGTERM and waits (up to 20 s) for the exit code.
     pub async fn terminate(mut self) -> Option<i32> {
-        let pid = self.child.id().expect("running");
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        self.signal("TERM");
         tokio::time::timeout(Duration::from_secs(20), self.child.wait())
             .await
             .expect("exits within 20 s of SIGTERM")

@@ -148,7 +148,7 @@ mod tests {
             env: vec![
                 ("MCS_STORAGE_CONNECT_TIMEOUT_SECS".into(), "3".into()),
                 ("MCS_ADMIN_TLS".into(), "true".into()),
-                ("MCS_NO_AUTO_EXPORT".into(), "false".into()),
+                ("MCS_REGISTRY_ALLOW_INSECURE_HTTP".into(), "false".into()),
                 ("POD_NAMESPACE".into(), "ns".into()),
             ],
         };

@@ -51,6 +51,18 @@ pub struct ClientConfig {
     pub watch_timeout: Duration,
     /// How often at most the TLS files are checked for a change.
     pub tls_reload_check: Duration,
+    /// Checked before every attempt of a write (registration, renewal,
+    /// export, withdrawal); a write it refuses is not sent and fails with
+    /// [`Error::Fenced`]. The controller fences its writes with its
+    /// leadership, so a deposed leader writes nothing.
+    pub write_fence: Option<Arc<dyn WriteFence>>,
+}
+
+/// A check before each write of a [`Client`] (see
+/// [`ClientConfig::write_fence`]).
+pub trait WriteFence: std::fmt::Debug + Send + Sync {
+    /// `Err(why)` refuses the write.
+    fn check(&self) -> Result<(), String>;
 }
 
 impl ClientConfig {
@@ -67,6 +79,7 @@ impl ClientConfig {
             backoff: Backoff::default(),
             watch_timeout: Duration::from_secs(30),
             tls_reload_check: Duration::from_secs(5),
+            write_fence: None,
         }
     }
 }
@@ -297,6 +310,9 @@ impl Client {
         query: Option<&Withdrawal>,
         body: Option<&B>,
     ) -> Result<R, Error> {
+        if let Some(fence) = &self.inner.config.write_fence {
+            fence.check().map_err(Error::Fenced)?;
+        }
         let mut path = self.path(path);
         if let Some(query) = query {
             let query = serde_urlencoded::to_string(query)

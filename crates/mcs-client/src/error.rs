@@ -53,9 +53,13 @@ pub enum Error {
         message: String,
     },
     /// No reply: connection refused or cut, TLS failure, timeout, or a
-    /// reply body that did not parse.
-    #[error("transport: {0}")]
-    Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// reply body that did not parse. The message is the whole chain of
+    /// causes (so it is not also the error's `source`), with a hint when
+    /// it is a TLS failure with a usual cause: an unknown CA, a name or
+    /// validity mismatch, a refused client certificate, https against a
+    /// plain-http registry.
+    #[error("transport: {}", transport_message(.0.as_ref()))]
+    Transport(Box<dyn std::error::Error + Send + Sync>),
     /// A `2xx` reply whose body is not what the API promises.
     #[error("reply does not parse: {0}")]
     Decode(#[source] serde_json::Error),
@@ -63,6 +67,76 @@ pub enum Error {
     /// or invalid TLS files.
     #[error("client configuration: {0}")]
     Config(String),
+    /// The configured [`crate::WriteFence`] refused the write; nothing was
+    /// sent. Not retried: the fence says why.
+    #[error("write not sent: {0}")]
+    Fenced(String),
+}
+
+/// `error` and its causes, `: `-separated (a cause whose message its
+/// parent already shows once is not repeated), then the TLS hint if any.
+fn transport_message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut tls = None;
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        tls = tls.or_else(|| rustls_error(e));
+        next = e.source();
+    }
+    match tls.and_then(tls_hint) {
+        Some(hint) => format!("{message} (hint: {hint})"),
+        None => message,
+    }
+}
+
+/// The rustls error `e` is, or wraps in `io::Error`s (the TLS stream wraps
+/// it once, the connector again; `io::Error::source` skips what it wraps).
+fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut e = e;
+    loop {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        e = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+}
+
+/// What usually causes the TLS failure `e`, and what to check.
+fn tls_hint(e: &rustls::Error) -> Option<&'static str> {
+    use rustls::{AlertDescription as Alert, CertificateError as Cert, Error as Tls};
+    Some(match e {
+        Tls::InvalidCertificate(Cert::UnknownIssuer) => {
+            "the registry's certificate is not signed by a CA of the CA bundle: check that \
+             the bundle (--registry-ca-file) holds the CA that issued it"
+        }
+        Tls::InvalidCertificate(Cert::NotValidForName | Cert::NotValidForNameContext { .. }) => {
+            "the registry's certificate does not name the host of the URL"
+        }
+        Tls::InvalidCertificate(
+            Cert::Expired
+            | Cert::ExpiredContext { .. }
+            | Cert::NotValidYet
+            | Cert::NotValidYetContext { .. },
+        ) => "the registry's certificate is outside its validity (or this host's clock is wrong)",
+        Tls::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => {
+            "the registry did not answer TLS: does it serve plain http? Use its https port, \
+             or an http:// URL where plain http is allowed"
+        }
+        Tls::AlertReceived(
+            Alert::CertificateRequired
+            | Alert::BadCertificate
+            | Alert::UnknownCA
+            | Alert::CertificateUnknown,
+        ) => {
+            "the registry refused this client's certificate (mTLS): check the client \
+             certificate and that the registry's client CA issued it"
+        }
+        _ => return None,
+    })
 }
 
 /// What a `409` says is stored.
@@ -148,6 +222,43 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transport_message_names_every_cause_once_and_hints_at_tls_causes() {
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let io = std::io::Error::other(io);
+        let error = Error::Transport(Box::new(Wrapped("client error (Connect)", io)));
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "transport: client error (Connect): invalid peer certificate: UnknownIssuer (hint: "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--registry-ca-file"), "{text}");
+        assert_eq!(text.matches("UnknownIssuer").count(), 1, "{text}");
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = Error::Transport(Box::new(Wrapped("client error (Connect)", refused)));
+        assert_eq!(error.to_string(), "transport: client error (Connect): refused");
+        assert!(std::error::Error::source(&error).is_none(), "the message holds the chain");
+    }
+
+    /// An error with a message and a cause, like hyper-util's.
+    #[derive(Debug)]
+    struct Wrapped(&'static str, std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.1)
+        }
+    }
 
     #[test]
     fn statuses_and_bodies_map_to_kinds() {

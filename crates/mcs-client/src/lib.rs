@@ -49,7 +49,7 @@ mod tls;
 pub mod watch;
 
 pub use backoff::{Attempts, Backoff};
-pub use client::{Client, ClientConfig, TlsFiles};
+pub use client::{Client, ClientConfig, TlsFiles, WriteFence};
 pub use error::{Conflict, Error};
 pub use keeper::{LeaseEvent, LeaseHandle, Registration};
 pub use tokio_util::sync::CancellationToken;

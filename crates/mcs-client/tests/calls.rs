@@ -175,3 +175,37 @@ async fn other_reqwest_clients_of_the_same_build_still_work() {
         reqwest::Client::new().get(format!("{}/v1/pools", fake.url())).send().await.unwrap();
     assert!(reply.status().is_success());
 }
+
+/// A fence that refuses while `closed` (the controller's is its leadership).
+#[derive(Debug, Default)]
+struct Gate {
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl mcs_client::WriteFence for Gate {
+    fn check(&self) -> Result<(), String> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("no longer the leader".into());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_write_the_fence_refuses_is_not_sent_and_reads_still_are() {
+    let fake = FakeRegistry::start().await;
+    let gate = std::sync::Arc::new(Gate::default());
+    let mut config = config(&fake);
+    config.write_fence = Some(gate.clone());
+    let c = Client::new(config).unwrap();
+    let key = export_key("east", "web");
+    c.put_export(&key, &export("c1")).await.unwrap();
+    let sent = fake.writes_seen();
+    gate.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let error = c.put_export(&key, &export("c1")).await.unwrap_err();
+    assert!(matches!(&error, Error::Fenced(why) if why == "no longer the leader"), "{error:?}");
+    assert!(!error.is_retryable());
+    assert!(c.withdraw_export(&key, &by("c1")).await.is_err());
+    assert_eq!(fake.writes_seen(), sent, "nothing sent once fenced");
+    assert!(c.exports().await.unwrap().complete, "reads are not fenced");
+}

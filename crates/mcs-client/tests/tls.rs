@@ -92,5 +92,32 @@ async fn an_https_client_without_the_ca_does_not_trust_the_server() {
         TlsFiles { ca_bundle: other.cert, client_identity: None },
     ))
     .unwrap();
-    assert!(matches!(c.pools().await.unwrap_err(), Error::Transport(_)));
+    let error = c.pools().await.unwrap_err();
+    assert!(matches!(error, Error::Transport(_)), "{error:?}");
+    // Issue 29 item 9 (before: "transport: client error (Connect)").
+    let text = error.to_string();
+    assert!(text.contains("invalid peer certificate: UnknownIssuer"), "{text}");
+    assert!(
+        text.contains("hint: the registry's certificate is not signed by a CA of the CA bundle"),
+        "{text}"
+    );
+}
+
+/// Issue 29 item 9 (before: "transport: client error (Connect)").
+#[tokio::test]
+async fn https_against_a_plain_http_registry_says_so() {
+    let fake = FakeRegistry::start().await;
+    let pki = TestPki::new();
+    let ca = pki.ca("ca");
+    let url = fake.url().replacen("http://", "https://", 1);
+    let c =
+        Client::new(config(&url, TlsFiles { ca_bundle: ca.cert, client_identity: None })).unwrap();
+    let error = c.pools().await.unwrap_err();
+    assert!(matches!(error, Error::Transport(_)), "{error:?}");
+    let text = error.to_string();
+    assert!(text.contains("InvalidContentType"), "{text}");
+    assert!(
+        text.contains("hint: the registry did not answer TLS: does it serve plain http?"),
+        "{text}"
+    );
 }

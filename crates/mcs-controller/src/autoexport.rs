@@ -3,7 +3,10 @@
 //! with `app.kubernetes.io/managed-by=<MANAGED_BY>` and an ownerReference
 //! to the Service (so it goes with the Service). When the Service stops
 //! matching, the ServiceExport is deleted only if it carries that mark:
-//! ServiceExports made by users are never touched. See docs/design.md §13.
+//! ServiceExports made by users are never touched. Off unless the selector
+//! is set; never in the system namespaces nor for `default/kubernetes`
+//! ([`excluded`]), whatever their labels: labelling a Service must not be
+//! a way around `create serviceexports`. See docs/design.md §13.
 
 use crate::crd::{ServiceExport, ServiceExportSpec};
 use crate::export::reconciler::{drain, jittered, ticks};
@@ -25,6 +28,17 @@ use tokio_util::sync::CancellationToken;
 
 /// The label marking a ServiceExport as created by the controller.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// Namespaces whose Services are never auto-exported: Kubernetes' own.
+pub const SYSTEM_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+
+/// Whether the Service `namespace/name` is never auto-exported: one of
+/// [`SYSTEM_NAMESPACES`], or the API server's own `default/kubernetes`.
+/// An explicit ServiceExport still exports it (that takes the right to
+/// create one).
+pub fn excluded(namespace: &str, name: &str) -> bool {
+    SYSTEM_NAMESPACES.contains(&namespace) || (namespace, name) == ("default", "kubernetes")
+}
 
 /// Parses a Kubernetes label selector (`a=b,c!=d,e in (f,g),h notin (i),j,!k`).
 pub fn parse_selector(text: &str) -> Result<Selector, String> {
@@ -147,8 +161,9 @@ async fn ensure(service: &Service, auto: &Auto) -> Result<Action, Error> {
     let (Some(namespace), name) = (service.namespace(), service.name_any()) else {
         return Ok(Action::await_change());
     };
-    let wanted =
-        service.metadata.deletion_timestamp.is_none() && auto.selector.matches(service.labels());
+    let wanted = service.metadata.deletion_timestamp.is_none()
+        && !excluded(&namespace, &name)
+        && auto.selector.matches(service.labels());
     // The mirror is ready before the controller starts (see `run`).
     if !wanted && auto.marked.get(&ObjectRef::new(&name).within(&namespace)).is_none() {
         return Ok(Action::await_change());
@@ -284,6 +299,24 @@ mod tests {
         assert!(!s.matches(&labels(&[("a", "b"), ("c", "d")])));
         for bad in ["", "a=b,", "a in (b", "a in b", "a=b c", "a b c", "=x", "a)"] {
             assert!(parse_selector(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Issue 29 item 11 (before: a labelled `kube-system` Service or
+    /// `default/kubernetes` was exported like any other).
+    #[test]
+    fn system_services_are_never_auto_exported() {
+        for (namespace, name) in [
+            ("kube-system", "kube-dns"),
+            ("kube-public", "x"),
+            ("kube-node-lease", "x"),
+            ("default", "kubernetes"),
+        ] {
+            assert!(excluded(namespace, name), "{namespace}/{name}");
+        }
+        for (namespace, name) in [("default", "web"), ("demo", "kubernetes"), ("kube-systems", "x")]
+        {
+            assert!(!excluded(namespace, name), "{namespace}/{name}");
         }
     }
 

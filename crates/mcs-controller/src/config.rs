@@ -21,12 +21,44 @@ pub struct Cli {
 }
 
 /// What `mcs-controller` can print.
-#[derive(Debug, Clone, Copy, Subcommand)]
+#[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// The ServiceExport and ServiceImport CRDs (YAML).
     Crds,
-    /// The ClusterRole with exactly the permissions the controller uses (YAML).
-    Rbac,
+    /// Exactly the permissions the controller uses (YAML): a ClusterRole, a
+    /// Role for the leader-election Lease in its namespace, and their
+    /// bindings to the controller's ServiceAccount.
+    Rbac(RbacArgs),
+}
+
+/// Where the printed RBAC binds and grants (`mcs_controller::rbac::Install`).
+#[derive(Debug, Clone, Args)]
+pub struct RbacArgs {
+    /// Name of the ClusterRole, the Role and their bindings.
+    #[arg(long, default_value = crate::rbac::NAME)]
+    pub name: String,
+    /// Namespace of the controller's ServiceAccount and of its
+    /// leader-election Lease (`--leader-election-namespace`).
+    #[arg(long, default_value = "mcs-system")]
+    pub namespace: String,
+    /// The controller's ServiceAccount.
+    #[arg(long, default_value = "mcs-controller")]
+    pub service_account: String,
+    /// Name of the leader-election Lease (`--leader-election-lease`).
+    #[arg(long, default_value = "mcs-controller")]
+    pub leader_election_lease: String,
+}
+
+impl RbacArgs {
+    /// The install these flags describe.
+    pub fn install(&self) -> crate::rbac::Install {
+        crate::rbac::Install {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            service_account: self.service_account.clone(),
+            lease: self.leader_election_lease.clone(),
+        }
+    }
 }
 
 /// How logs are written.
@@ -74,16 +106,11 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(0..=3_600))]
     pub import_removal_hold_secs: Option<u64>,
     /// Label selector of the Services exported without a ServiceExport of
-    /// their own (the controller creates one, and deletes only those).
-    #[arg(
-        long,
-        env = "MCS_AUTO_EXPORT_SELECTOR",
-        default_value = "multicluster.x-k8s.io/export=true"
-    )]
-    pub auto_export_selector: String,
-    /// Turns auto-export off.
-    #[arg(long, env = "MCS_NO_AUTO_EXPORT")]
-    pub no_auto_export: bool,
+    /// their own (the controller creates one, and deletes only those);
+    /// unset, auto-export is off. Never in the system namespaces nor
+    /// `default/kubernetes` (`autoexport::excluded`).
+    #[arg(long, env = "MCS_AUTO_EXPORT_SELECTOR")]
+    pub auto_export_selector: Option<String>,
     /// Endpoints per imported EndpointSlice.
     #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
@@ -158,12 +185,12 @@ impl RunArgs {
         if let Some(id) = &self.cluster_id {
             mcs_api::Label::new(id.as_str()).map_err(|e| format!("--cluster-id: {e}"))?;
         }
-        let selector = (!self.no_auto_export).then(|| self.auto_export_selector.clone());
+        let selector = self.auto_export_selector.clone();
         if let Some(text) = &selector {
             if text.trim().is_empty() {
-                return Err(
-                    "--auto-export-selector is empty: pass --no-auto-export to turn it off".into(),
-                );
+                return Err("--auto-export-selector is empty: leave it unset to keep auto-export \
+                            off"
+                .into());
             }
             crate::autoexport::parse_selector(text)
                 .map_err(|e| format!("--auto-export-selector: {e}"))?;
@@ -244,16 +271,22 @@ mod tests {
         assert!(with(&["--resync-interval-secs", "0"]).unwrap_err().contains("resync"));
         assert!(with(&["--max-endpoints-per-slice", "1001"]).unwrap_err().contains("1001"));
         assert!(with(&["--cluster-id", "East_1"]).unwrap_err().contains("--cluster-id"));
-        assert!(with(&["--auto-export-selector", " "]).unwrap_err().contains("--no-auto-export"));
-        let config = with(&["--no-auto-export", "--resync-interval-secs", "60"]).unwrap();
-        assert_eq!(config.settings.auto_export_selector, None);
+        assert!(with(&["--auto-export-selector", " "]).unwrap_err().contains("unset"));
+        let config = with(&["--resync-interval-secs", "60"]).unwrap();
         assert_eq!(config.settings.resync_interval, Duration::from_secs(60));
-        let config = with(&[]).unwrap();
-        assert_eq!(
-            config.settings.auto_export_selector.as_deref(),
-            Some("multicluster.x-k8s.io/export=true")
-        );
         assert_eq!(config.settings.max_endpoints_per_slice, 100);
+    }
+
+    /// Issue 29 item 11 (before: the default selected
+    /// `multicluster.x-k8s.io/export=true`, so anyone who could label a
+    /// Service exported it).
+    #[test]
+    fn auto_export_is_off_unless_a_selector_is_given() {
+        let base = ["--registry-url", "http://r", "--registry-allow-insecure-http"];
+        assert_eq!(parse(&base).unwrap().settings.auto_export_selector, None);
+        let mut with = base.to_vec();
+        with.extend(["--auto-export-selector", "mcs=yes"]);
+        assert_eq!(parse(&with).unwrap().settings.auto_export_selector.as_deref(), Some("mcs=yes"));
     }
 
     #[test]
@@ -261,5 +294,18 @@ mod tests {
         let cli = Cli::try_parse_from(["mcs-controller", "crds"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Crds)));
         assert!(Cli::try_parse_from(["mcs-controller", "--cluster-id", "a", "rbac"]).is_err());
+        let cli = Cli::try_parse_from([
+            "mcs-controller",
+            "rbac",
+            "--namespace",
+            "mcs",
+            "--leader-election-lease",
+            "l",
+        ])
+        .unwrap();
+        let Some(Command::Rbac(args)) = cli.command else { panic!("{:?}", cli.command) };
+        let install = args.install();
+        assert_eq!((install.namespace.as_str(), install.lease.as_str()), ("mcs", "l"));
+        assert_eq!(install.service_account, "mcs-controller");
     }
 }

@@ -17,9 +17,10 @@ pub const FIELD_MANAGER: &str = "mcs-controller";
 /// The shared state of a running controller.
 #[derive(Clone)]
 pub struct Context {
-    /// The cluster's API server.
+    /// The cluster's API server; its writes are fenced by the leadership
+    /// term ([`crate::fence`]).
     pub kube: kube::Client,
-    /// The registry.
+    /// The registry; its writes are fenced likewise.
     pub registry: mcs_client::Client,
     /// This cluster's id (docs/design.md §13).
     pub cluster_id: Label,

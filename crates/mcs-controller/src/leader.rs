@@ -8,7 +8,14 @@
 //!                          own clock, as client-go does) ─▶ update (rv) ─▶ leader
 //!  leader:   renew every duration/3; no renewal for 2/3 duration ─▶ lost
 //!  shutdown: release (holder cleared), so a standby takes over at once
+//!  writes:   LeaderGuard::check before each: refused once 2/3 duration
+//!            passed since the last renewal began (monotonic clock), or lost
 //! ```
+//!
+//! The renewal task alone would let a replica that was paused (SIGSTOP, a
+//! stalled node) past its Lease write on waking, before the task runs and
+//! notices: the [`LeaderGuard`] judges by the clock instead, so the writes
+//! stop when the term's deadline passes whatever the task has seen.
 //!
 //! The Lease also carries the cluster's registry incarnation (annotation
 //! [`INCARNATION_ANNOTATION`]): a new leader adopts it, so its renewals of
@@ -21,6 +28,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, PostParams};
 use mcs_api::Incarnation;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -40,12 +48,93 @@ pub struct Election {
     pub duration: Duration,
 }
 
-/// Being the leader: the incarnation to register the cluster with, and a
-/// token cancelled when leadership is lost.
+/// Whether this replica may still write as the leader: until the renew
+/// deadline (two thirds of the Lease's duration) after the start of its
+/// last successful acquisition or renewal, by this process's monotonic
+/// clock, and never again once the term ended. Cheap to clone and to
+/// check. Others take the Lease over only after a whole duration without
+/// seeing it change, counted from no earlier than that start: the last
+/// third is the margin of a write already sent.
+#[derive(Debug, Clone)]
+pub struct LeaderGuard {
+    /// Writes are allowed before this instant; `None` once the term ended.
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    deadline: Duration,
+}
+
+/// Why [`LeaderGuard::check`] refused a write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLeader {
+    /// The term ended: the Lease was lost or released.
+    #[error("not the leader: leadership ended")]
+    Ended,
+    /// No renewal began within the renew deadline; the Lease may be
+    /// another replica's by now.
+    #[error(
+        "not the leader: the leader lease was not renewed in time ({late:?} past its deadline)"
+    )]
+    Expired {
+        /// How long ago the deadline passed.
+        late: Duration,
+    },
+}
+
+impl LeaderGuard {
+    /// A guard for a term whose acquisition began at `started`, with the
+    /// renew deadline `deadline`.
+    pub fn new(started: Instant, deadline: Duration) -> Self {
+        Self { valid_until: Arc::new(Mutex::new(Some(started + deadline))), deadline }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A renewal that began at `started` succeeded: writes are allowed
+    /// until `started` + the deadline (never earlier than before, nor
+    /// again once the term ended).
+    pub fn renewed(&self, started: Instant) {
+        let mut slot = self.slot();
+        if let Some(until) = slot.as_mut() {
+            *until = (*until).max(started + self.deadline);
+        }
+    }
+
+    /// The term ended: every later check fails.
+    pub fn end(&self) {
+        *self.slot() = None;
+    }
+
+    /// `Ok` while a write may be sent as the leader.
+    pub fn check(&self) -> Result<(), NotLeader> {
+        self.check_at(Instant::now())
+    }
+
+    /// [`Self::check`] at `now`.
+    pub fn check_at(&self, now: Instant) -> Result<(), NotLeader> {
+        match *self.slot() {
+            None => Err(NotLeader::Ended),
+            Some(until) if now >= until => Err(NotLeader::Expired { late: now - until }),
+            Some(_) => Ok(()),
+        }
+    }
+}
+
+/// The registry client's writes are the leader's too.
+impl mcs_client::WriteFence for LeaderGuard {
+    fn check(&self) -> Result<(), String> {
+        LeaderGuard::check(self).map_err(|e| e.to_string())
+    }
+}
+
+/// Being the leader: the incarnation to register the cluster with, a
+/// guard for each write, and a token cancelled when leadership is lost.
 #[derive(Debug)]
 pub struct Leadership {
     /// The cluster's registry incarnation (adopted from the Lease).
     pub incarnation: Incarnation,
+    /// Checked before every write of the term.
+    pub guard: LeaderGuard,
     /// Cancelled when the Lease could not be renewed in time.
     pub lost: CancellationToken,
     renewer: tokio::task::JoinHandle<()>,
@@ -65,17 +154,25 @@ impl Election {
         let mut observed: Option<(String, Instant)> = None;
         let mut announced = false;
         loop {
+            let started = Instant::now();
             match self.try_acquire(&api, &mut observed).await {
                 Ok(Some(incarnation)) => {
                     tracing::info!(lease = %self.name, identity = %self.identity, %incarnation, "became leader");
                     metrics::gauge!(crate::metrics::LEADER).set(1.0);
                     crate::health::saw_api_server();
+                    let guard = LeaderGuard::new(started, self.renew_deadline());
                     let lost = CancellationToken::new();
                     let stop = CancellationToken::new();
-                    let renewer =
-                        tokio::spawn(renew(api.clone(), self.clone(), lost.clone(), stop.clone()));
+                    let renewer = tokio::spawn(renew(
+                        api.clone(),
+                        self.clone(),
+                        guard.clone(),
+                        lost.clone(),
+                        stop.clone(),
+                    ));
                     return Ok(Some(Leadership {
                         incarnation,
+                        guard,
                         lost,
                         renewer,
                         stop,
@@ -102,6 +199,12 @@ impl Election {
 
     fn retry_period(&self) -> Duration {
         self.duration / 5
+    }
+
+    /// How long after a renewal began the leader may still write without
+    /// another: two thirds of the Lease's duration.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
     }
 
     /// One attempt: `Some(incarnation)` when this replica now holds the Lease.
@@ -184,25 +287,28 @@ impl Election {
     }
 }
 
-/// Renews the Lease every third of its duration until `stop`; cancels
-/// `lost` when no renewal succeeded for two thirds of it, or another
-/// replica holds it.
+/// Renews the Lease every third of its duration until `stop`, extending
+/// `guard` by each success; ends `guard` and cancels `lost` when no
+/// renewal succeeded for two thirds of it, or another replica holds it.
 async fn renew(
     api: Api<Lease>,
     election: Election,
+    guard: LeaderGuard,
     lost: CancellationToken,
     stop: CancellationToken,
 ) {
-    let deadline = election.duration * 2 / 3;
+    let deadline = election.renew_deadline();
     let mut renewed = Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(election.duration / 3) => {}
         }
+        let started = Instant::now();
         match renew_once(&api, &election).await {
             Ok(true) => {
-                renewed = Instant::now();
+                renewed = started;
+                guard.renewed(started);
                 crate::health::saw_api_server();
             }
             Ok(false) => {
@@ -218,6 +324,7 @@ async fn renew(
             }
         }
     }
+    guard.end();
     metrics::gauge!(crate::metrics::LEADER).set(0.0);
     lost.cancel();
 }
@@ -239,6 +346,7 @@ impl Leadership {
     /// Stops renewing and clears the holder, so that a standby takes over
     /// without waiting for the Lease to run out. The incarnation stays.
     pub async fn release(mut self) {
+        self.guard.end();
         self.stop.cancel();
         let _ = (&mut self.renewer).await;
         metrics::gauge!(crate::metrics::LEADER).set(0.0);
@@ -268,6 +376,7 @@ impl Leadership {
 /// runs out on its own (as when the process dies).
 impl Drop for Leadership {
     fn drop(&mut self) {
+        self.guard.end();
         self.stop.cancel();
     }
 }
@@ -301,4 +410,58 @@ pub fn default_namespace() -> String {
         .map(|n| n.trim().to_owned())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "default".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// Issue 29 item 10 (before: nothing but the renewal task judged
+    /// leadership, so a replica woken after SIGCONT wrote until the task
+    /// ran: a stale slice 2 ms after "leadership lost").
+    #[test]
+    fn the_guard_refuses_writes_from_the_renew_deadline_on() {
+        let t0 = Instant::now();
+        let guard = LeaderGuard::new(t0, DEADLINE);
+        assert_eq!(guard.check_at(t0), Ok(()));
+        assert_eq!(guard.check_at(t0 + DEADLINE - Duration::from_millis(1)), Ok(()));
+        assert_eq!(guard.check_at(t0 + DEADLINE), Err(NotLeader::Expired { late: Duration::ZERO }));
+        // Woken 30 s later (SIGSTOP): refused before any renewal ran.
+        let woken = t0 + Duration::from_secs(30);
+        assert_eq!(
+            guard.check_at(woken),
+            Err(NotLeader::Expired { late: Duration::from_secs(20) })
+        );
+        // A renewal that began later extends the term from its start.
+        guard.renewed(t0 + Duration::from_secs(25));
+        assert_eq!(guard.check_at(t0 + Duration::from_secs(34)), Ok(()));
+        assert!(guard.check_at(t0 + Duration::from_secs(35)).is_err());
+    }
+
+    #[test]
+    fn an_older_renewal_never_shortens_the_term_and_an_ended_term_stays_ended() {
+        let t0 = Instant::now();
+        let guard = LeaderGuard::new(t0 + Duration::from_secs(5), DEADLINE);
+        guard.renewed(t0);
+        assert_eq!(guard.check_at(t0 + Duration::from_secs(14)), Ok(()));
+        let clone = guard.clone();
+        clone.end();
+        assert_eq!(guard.check_at(t0), Err(NotLeader::Ended), "clones share the term");
+        guard.renewed(t0 + Duration::from_secs(20));
+        assert_eq!(guard.check_at(t0 + Duration::from_secs(21)), Err(NotLeader::Ended));
+        assert_eq!(mcs_client::WriteFence::check(&guard), Err(NotLeader::Ended.to_string()));
+    }
+
+    #[test]
+    fn the_renew_deadline_is_two_thirds_of_the_lease() {
+        let election = Election {
+            namespace: "ns".into(),
+            name: "l".into(),
+            identity: "me".into(),
+            duration: Duration::from_secs(15),
+        };
+        assert_eq!(election.renew_deadline(), Duration::from_secs(10));
+    }
 }

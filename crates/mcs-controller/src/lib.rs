@@ -13,6 +13,7 @@ pub mod config;
 pub mod context;
 pub mod crd;
 pub mod export;
+pub mod fence;
 pub mod health;
 pub mod identity;
 pub mod import;

@@ -1,5 +1,5 @@
-//! The `mcs-controller` binary: `crds` and `rbac` print what deploying it
-//! needs; otherwise it runs. Inconsistent flags exit 2 with one line naming
+//! The `mcs-controller` binary: `crds` and `rbac` (ClusterRole, Lease Role
+//! and bindings) print what deploying it needs; otherwise it runs. Inconsistent flags exit 2 with one line naming
 //! the flag; a failure exits 1.
 
 use clap::Parser;
@@ -11,7 +11,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let printed = match cli.command {
         Some(Command::Crds) => Some(mcs_controller::crd::crds_yaml()),
-        Some(Command::Rbac) => Some(mcs_controller::rbac::rbac_yaml()),
+        Some(Command::Rbac(args)) => Some(args.install().yaml()),
         None => None,
     };
     if let Some(yaml) = printed {

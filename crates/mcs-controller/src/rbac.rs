@@ -1,15 +1,34 @@
-//! The controller's ClusterRole: exactly the verbs its code uses, per
-//! resource. `mcs-controller rbac` prints it; the integration tests run the
-//! controller under it (a ServiceAccount bound to nothing else) and check
-//! the API server's audit log: nothing the controller asked was denied, and
-//! every verb granted here was used.
+//! The controller's RBAC: exactly the verbs its code uses, per resource.
+//! A ClusterRole for what it watches and writes across the cluster, and a
+//! Role in the Lease's namespace for leader election. `mcs-controller rbac`
+//! prints both with their bindings; the chart renders the same; the
+//! integration tests run the controller under them (a ServiceAccount bound
+//! to nothing else) and check the API server's audit log: nothing the
+//! controller asked was denied, and every verb granted here was used.
+//!
+//! ```text
+//!  ClusterRole  mcs-controller   RULES (no leases)
+//!  Role         <ns>/mcs-controller  leases: get, update on the election Lease by name;
+//!                                    create (RBAC cannot limit create by name)
+//! ```
+//!
+//! Why `create` is granted in the namespace rather than the Lease made by
+//! the installer: the first leader writes the cluster's incarnation into
+//! the Lease it creates (docs/design.md §13), and a Lease deleted by hand
+//! or with its namespace comes back by itself. What `create` adds over the
+//! named verbs is the right to create other Leases in the controller's own
+//! namespace, none of which the controller can then change; it can neither
+//! read nor change any Lease but its own.
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// The ClusterRole's default name.
+/// The default name of the ClusterRole, the Role and their bindings.
 pub const NAME: &str = "mcs-controller";
 
-/// `(API group, resource, verbs)` the controller calls.
+/// `(API group, resource, verbs)` the controller calls across the cluster.
 pub const RULES: &[(&str, &str, &[&str])] = &[
     // Exports: read, the finalizer (patch), auto-export's create and delete.
     (
@@ -31,13 +50,113 @@ pub const RULES: &[(&str, &str, &[&str])] = &[
     ("", "namespaces", &["list", "watch"]),
     // The cluster's id (KEP-2149).
     ("about.k8s.io", "clusterproperties", &["get"]),
-    // Leader election.
-    ("coordination.k8s.io", "leases", &["get", "create", "update"]),
 ];
+
+/// Leader election's rule, granted only in the Lease's namespace (a Role):
+/// `get` and `update` name the Lease ([`LEASE_NAMED_VERBS`]); `create`
+/// cannot, as RBAC does not match `create` by name.
+pub const LEASE_RULE: (&str, &str, &[&str]) =
+    ("coordination.k8s.io", "leases", &["get", "create", "update"]);
+
+/// The verbs of [`LEASE_RULE`] limited to the election Lease by name.
+pub const LEASE_NAMED_VERBS: &[&str] = &["get", "update"];
+
+/// Where the controller runs: what `mcs-controller rbac` binds and names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    /// Name of the ClusterRole, the Role and their bindings.
+    pub name: String,
+    /// Namespace of the ServiceAccount, the Role and the Lease.
+    pub namespace: String,
+    /// The controller's ServiceAccount.
+    pub service_account: String,
+    /// The leader-election Lease (`--leader-election-lease`).
+    pub lease: String,
+}
+
+/// What [`Install`] needs: the ClusterRole, the Role and their bindings.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    /// [`RULES`].
+    pub cluster_role: ClusterRole,
+    /// Binds the ClusterRole to the ServiceAccount.
+    pub cluster_role_binding: ClusterRoleBinding,
+    /// [`LEASE_RULE`] in the Lease's namespace.
+    pub role: Role,
+    /// Binds the Role to the ServiceAccount.
+    pub role_binding: RoleBinding,
+}
+
+impl Install {
+    /// The objects that let the controller of this install run.
+    pub fn objects(&self) -> Objects {
+        let subjects = Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: self.service_account.clone(),
+            namespace: Some(self.namespace.clone()),
+            ..Subject::default()
+        }]);
+        let role_ref = |kind: &str| RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: kind.into(),
+            name: self.name.clone(),
+        };
+        let namespaced = ObjectMeta {
+            name: Some(self.name.clone()),
+            namespace: Some(self.namespace.clone()),
+            ..ObjectMeta::default()
+        };
+        Objects {
+            cluster_role: cluster_role(&self.name),
+            cluster_role_binding: ClusterRoleBinding {
+                metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+                role_ref: role_ref("ClusterRole"),
+                subjects: subjects.clone(),
+            },
+            role: Role { metadata: namespaced.clone(), rules: Some(lease_rules(&self.lease)) },
+            role_binding: RoleBinding {
+                metadata: namespaced,
+                role_ref: role_ref("Role"),
+                subjects,
+            },
+        }
+    }
+
+    /// The four objects as one YAML stream, as `kubectl apply -f -` takes it.
+    pub fn yaml(&self) -> Result<String, serde_norway::Error> {
+        let o = self.objects();
+        let docs = [
+            serde_norway::to_string(&o.cluster_role)?,
+            serde_norway::to_string(&o.cluster_role_binding)?,
+            serde_norway::to_string(&o.role)?,
+            serde_norway::to_string(&o.role_binding)?,
+        ];
+        Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
+    }
+}
 
 /// The ClusterRole named `name` granting [`RULES`].
 pub fn cluster_role(name: &str) -> ClusterRole {
     cluster_role_of(name, RULES)
+}
+
+/// The Role's rules for the election Lease `lease`: [`LEASE_NAMED_VERBS`]
+/// on it by name, the rest of [`LEASE_RULE`] (`create`) without a name.
+pub fn lease_rules(lease: &str) -> Vec<PolicyRule> {
+    let (group, resource, verbs) = LEASE_RULE;
+    let rule = |verbs: Vec<String>, names: Option<Vec<String>>| PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(vec![resource.to_owned()]),
+        resource_names: names,
+        verbs,
+        ..PolicyRule::default()
+    };
+    let (named, unnamed): (Vec<&str>, Vec<&str>) =
+        verbs.iter().partition(|v| LEASE_NAMED_VERBS.contains(v));
+    vec![
+        rule(named.into_iter().map(str::to_owned).collect(), Some(vec![lease.to_owned()])),
+        rule(unnamed.into_iter().map(str::to_owned).collect(), None),
+    ]
 }
 
 /// The ClusterRole named `name` granting `rules`, each `(API group,
@@ -60,20 +179,29 @@ pub fn cluster_role_of(name: &str, rules: &[(&str, &str, &[&str])]) -> ClusterRo
     role
 }
 
-/// The ClusterRole as YAML.
-pub fn rbac_yaml() -> Result<String, serde_norway::Error> {
-    serde_norway::to_string(&cluster_role(NAME))
+/// Every `(API group, resource, verbs)` granted: [`RULES`] and [`LEASE_RULE`].
+pub fn all_rules() -> impl Iterator<Item = (&'static str, &'static str, &'static [&'static str])> {
+    RULES.iter().copied().chain([LEASE_RULE])
 }
 
-/// Whether `(group, resource, verb)` is granted (the audit log's terms:
-/// `resource` with `/subresource` when there is one).
+/// Whether `(group, resource, verb)` is granted, anywhere (the audit log's
+/// terms: `resource` with `/subresource` when there is one).
 pub fn grants(group: &str, resource: &str, verb: &str) -> bool {
-    RULES.iter().any(|(g, r, verbs)| *g == group && *r == resource && verbs.contains(&verb))
+    all_rules().any(|(g, r, verbs)| g == group && r == resource && verbs.contains(&verb))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn install() -> Install {
+        Install {
+            name: NAME.into(),
+            namespace: "mcs-system".into(),
+            service_account: "mcs-controller".into(),
+            lease: "mcs-east".into(),
+        }
+    }
 
     #[test]
     fn the_role_lists_each_resource_once_with_its_verbs() {
@@ -81,13 +209,54 @@ mod tests {
         let rules = role.rules.unwrap_or_default();
         assert_eq!(rules.len(), RULES.len());
         let mut seen = std::collections::BTreeSet::new();
-        for (group, resource, _) in RULES {
+        for (group, resource, _) in all_rules() {
             assert!(seen.insert((group, resource)), "{group}/{resource} twice");
         }
         assert!(grants("discovery.k8s.io", "endpointslices", "patch"));
         assert!(!grants("discovery.k8s.io", "endpointslices", "update"));
         assert!(!grants("", "secrets", "get"));
-        let yaml = rbac_yaml().unwrap();
-        assert!(yaml.contains("kind: ClusterRole"), "{yaml}");
+        assert!(grants("coordination.k8s.io", "leases", "create"));
+    }
+
+    /// Issue 29 item 6 (before: the ClusterRole granted `get`, `create`,
+    /// `update` on every Lease of every namespace).
+    #[test]
+    fn leases_are_granted_only_in_the_leases_namespace_and_by_name() {
+        let objects = install().objects();
+        let cluster_rules = objects.cluster_role.rules.unwrap_or_default();
+        assert!(
+            !cluster_rules.iter().any(|r| r.resources.iter().flatten().any(|r| r == "leases")),
+            "{cluster_rules:?}"
+        );
+        assert_eq!(objects.role.metadata.namespace.as_deref(), Some("mcs-system"));
+        let rules = objects.role.rules.unwrap_or_default();
+        let summary: Vec<_> =
+            rules.iter().map(|r| (r.verbs.clone(), r.resource_names.clone())).collect();
+        assert_eq!(
+            summary,
+            [
+                (vec!["get".to_owned(), "update".to_owned()], Some(vec!["mcs-east".to_owned()])),
+                (vec!["create".to_owned()], None),
+            ]
+        );
+        for binding_ref in [&objects.role_binding.role_ref, &objects.cluster_role_binding.role_ref]
+        {
+            assert_eq!(binding_ref.name, NAME);
+        }
+        assert_eq!(objects.role_binding.role_ref.kind, "Role");
+        assert_eq!(objects.role_binding.metadata.namespace.as_deref(), Some("mcs-system"));
+        let subject = &objects.cluster_role_binding.subjects.unwrap_or_default()[0];
+        assert_eq!(
+            (subject.name.as_str(), subject.namespace.as_deref()),
+            ("mcs-controller", Some("mcs-system"))
+        );
+    }
+
+    #[test]
+    fn the_yaml_is_four_documents_kubectl_can_apply() {
+        let yaml = install().yaml().unwrap();
+        let kinds: Vec<&str> = yaml.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
+        assert_eq!(kinds, ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"], "{yaml}");
+        assert_eq!(yaml.matches("---\n").count(), 4, "{yaml}");
     }
 }

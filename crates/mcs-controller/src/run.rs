@@ -2,12 +2,14 @@
 //! identity, then leadership terms. In each term the leader holds the
 //! cluster's registry lease, reconciles exports and imports; a lost
 //! leadership ends the process (exit 1, restarted by its Deployment) so no
-//! two replicas ever write at once; SIGTERM ends the term, releases the
-//! Lease and exits 0 without withdrawing anything (docs/design.md §13).
+//! two replicas ever write at once, and the term's clients refuse every
+//! write once its renew deadline passed ([`crate::fence`]); SIGTERM ends the
+//! term, releases the Lease and exits 0 without withdrawing anything
+//! (docs/design.md §13).
 
 use crate::config::Config;
 use crate::leader::Election;
-use crate::{Context, health, identity, leader, registration};
+use crate::{Context, fence, health, identity, leader, registration};
 use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -21,8 +23,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(shutdown_on_signal(cancel.clone()));
     let server = tokio::spawn(health::serve(listener, handle, cancel.clone()));
 
-    let kube = kube::Client::try_default()
+    let kube_config = kube::Config::infer()
         .await
+        .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
+    let kube = kube::Client::try_from(kube_config.clone())
         .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
     let property = identity::read_cluster_property(kube.clone()).await.map_err(|e| {
         anyhow::anyhow!("reading the ClusterProperty cluster.clusterset.k8s.io: {e}")
@@ -31,7 +35,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         identity::resolve_cluster_id(config.cluster_id.as_deref(), property.as_deref())?;
     health::saw_api_server();
     tracing::info!(cluster = %cluster_id, "cluster identity");
-    let registry = mcs_client::Client::new(config.registry.clone())?;
+    // Built here so that a configuration it refuses stops the start.
+    mcs_client::Client::new(config.registry.clone())?;
 
     let election = Election {
         namespace: config.lease_namespace.clone().unwrap_or_else(leader::default_namespace),
@@ -44,6 +49,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         return Ok(());
     };
     let term = cancel.child_token();
+    // The term's writes, to the API server and the registry, are fenced
+    // by its leadership; the election keeps its own client.
+    let kube = fence::kube_client(kube_config, leadership.guard.clone())?;
+    let mut fenced = config.registry.clone();
+    fenced.write_fence = Some(Arc::new(leadership.guard.clone()));
+    let registry = mcs_client::Client::new(fenced)?;
     let (registrations_tx, registrations) = watch::channel(0);
     let ctx = Arc::new(Context {
         kube,

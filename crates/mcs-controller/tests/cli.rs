@@ -47,7 +47,11 @@ fn crds_and_rbac_print_yaml_documents() {
     let (code, crds, _) = run(&["crds"]);
     assert_eq!(code, Some(0));
     assert_eq!(crds.matches("kind: CustomResourceDefinition").count(), 2, "{crds}");
-    let (code, rbac, _) = run(&["rbac"]);
+    let (code, rbac, _) =
+        run(&["rbac", "--namespace", "mcs", "--leader-election-lease", "mcs-east"]);
     assert_eq!(code, Some(0));
     assert!(rbac.contains("kind: ClusterRole") && rbac.contains("endpointslices"), "{rbac}");
+    // The Lease only in its namespace, by name (issue 29 item 6).
+    assert!(rbac.contains("kind: Role\n") && rbac.contains("- mcs-east"), "{rbac}");
+    assert!(rbac.contains("namespace: mcs"), "{rbac}");
 }

@@ -66,11 +66,13 @@ async fn one_leader_handover_failover_and_a_stolen_lease() {
         incarnation.to_string()
     );
 
-    // Someone else writing the Lease ends c's leadership.
+    // Someone else writing the Lease ends c's leadership, and its writes.
+    assert_eq!(c.guard.check(), Ok(()), "c's renewals keep its writes allowed");
     let mut stolen = lease;
     stolen.spec.as_mut().unwrap().holder_identity = Some("intruder".into());
     leases.replace("mcs-controller", &PostParams::default(), &stolen).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), c.lost.cancelled())
         .await
         .expect("c notices it no longer leads");
+    assert_eq!(c.guard.check(), Err(mcs_controller::leader::NotLeader::Ended));
 }
