@@ -17,6 +17,13 @@
 
 use std::collections::VecDeque;
 
+/// The fewest holders (clusters; router replicas count as one) whose
+/// leases a wave must span ([`crate::View::holders_at_risk`]). A replica
+/// that stopped receiving writes loses every holder's renewals at once; one
+/// writer that lets a dozen short leases of its own lapse together is one
+/// holder, and its leases expire as they should.
+pub const MIN_HOLDERS: usize = 2;
+
 /// When expiries count as a suspicious wave.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HoldPolicy {
@@ -61,6 +68,9 @@ pub struct LeaseCounts {
     pub at_risk: usize,
     /// Leases served (the due ones included).
     pub live: usize,
+    /// The holders the leases at risk belong to
+    /// ([`crate::View::holders_at_risk`]): a wave needs at least two.
+    pub holders: usize,
 }
 
 /// Tracks recent expiries and the current hold.
@@ -93,7 +103,7 @@ impl ExpiryGuard {
     /// one even in a stall, so the wave counts those that missed their
     /// renewals as well as those that just expired.
     pub fn judge(&mut self, now_ms: u64, leases: LeaseCounts) -> Verdict {
-        let LeaseCounts { due, at_risk, live } = leases;
+        let LeaseCounts { due, at_risk, live, holders } = leases;
         let horizon = now_ms.saturating_sub(self.policy.window_ms);
         while self.recent.front().is_some_and(|t| *t < horizon) {
             self.recent.pop_front();
@@ -108,7 +118,7 @@ impl ExpiryGuard {
                 self.released_at = Some(now_ms);
                 return Verdict::Expire;
             }
-            if self.is_wave(at_risk.max(due), live) {
+            if self.is_wave(at_risk.max(due), live, holders) {
                 return Verdict::Hold { since_ms, started: false };
             }
             self.held_since = None;
@@ -116,7 +126,7 @@ impl ExpiryGuard {
         }
         let cooling =
             self.released_at.is_some_and(|t| now_ms.saturating_sub(t) < self.policy.window_ms);
-        if !cooling && self.is_wave(at_risk.max(due), live) {
+        if !cooling && self.is_wave(at_risk.max(due), live, holders) {
             self.held_since = Some(now_ms);
             return Verdict::Hold { since_ms: now_ms, started: true };
         }
@@ -128,10 +138,16 @@ impl ExpiryGuard {
         self.recent.extend(std::iter::repeat_n(now_ms, count));
     }
 
-    fn is_wave(&self, ending: usize, live: usize) -> bool {
+    /// A wave: at least `min_count` leases ending, more than `threshold`
+    /// of those served, held by at least [`MIN_HOLDERS`]: one writer's own
+    /// leases, however many and however short, never hold expiries for
+    /// everyone (issue 22).
+    fn is_wave(&self, ending: usize, live: usize, holders: usize) -> bool {
         let wave = self.recent.len() + ending;
         let base = live + self.recent.len();
-        wave >= self.policy.min_count && (wave as f64) > self.policy.threshold * base as f64
+        holders >= MIN_HOLDERS
+            && wave >= self.policy.min_count
+            && (wave as f64) > self.policy.threshold * base as f64
     }
 }
 
@@ -152,7 +168,10 @@ mod tests {
     #[test]
     fn a_lone_expiry_is_never_held() {
         let mut g = guard();
-        assert_eq!(g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1 }), Verdict::Expire);
+        assert_eq!(
+            g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1, holders: 2 }),
+            Verdict::Expire
+        );
         let mut strict = ExpiryGuard::new(HoldPolicy {
             threshold: 0.0,
             min_count: 0,
@@ -161,7 +180,7 @@ mod tests {
             max_hold_ms: 1,
         });
         assert_eq!(
-            strict.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1 }),
+            strict.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 1, holders: 2 }),
             Verdict::Expire,
             "min_count is at least 2"
         );
@@ -171,23 +190,23 @@ mod tests {
     fn a_wave_is_held_then_released_at_the_maximum() {
         let mut g = guard();
         assert_eq!(
-            g.judge(1_000, LeaseCounts { due: 6, at_risk: 6, live: 10 }),
+            g.judge(1_000, LeaseCounts { due: 6, at_risk: 6, live: 10, holders: 2 }),
             Verdict::Hold { since_ms: 1_000, started: true }
         );
         assert!(g.is_holding());
         assert_eq!(
-            g.judge(20_000, LeaseCounts { due: 8, at_risk: 8, live: 10 }),
+            g.judge(20_000, LeaseCounts { due: 8, at_risk: 8, live: 10, holders: 2 }),
             Verdict::Hold { since_ms: 1_000, started: false }
         );
         assert_eq!(
-            g.judge(31_000, LeaseCounts { due: 8, at_risk: 8, live: 10 }),
+            g.judge(31_000, LeaseCounts { due: 8, at_risk: 8, live: 10, holders: 2 }),
             Verdict::Expire,
             "released after the maximum"
         );
         g.expired(31_000, 8);
         assert!(!g.is_holding());
         assert_eq!(
-            g.judge(32_000, LeaseCounts { due: 2, at_risk: 2, live: 2 }),
+            g.judge(32_000, LeaseCounts { due: 2, at_risk: 2, live: 2, holders: 2 }),
             Verdict::Expire,
             "no new hold right after a release"
         );
@@ -198,7 +217,10 @@ mod tests {
         let mut g = guard();
         for t in 0..2u64 {
             assert_eq!(
-                g.judge(t * 1_000, LeaseCounts { due: 1, at_risk: 1, live: 10 - t as usize }),
+                g.judge(
+                    t * 1_000,
+                    LeaseCounts { due: 1, at_risk: 1, live: 10 - t as usize, holders: 2 }
+                ),
                 Verdict::Expire,
                 "small so far"
             );
@@ -206,7 +228,7 @@ mod tests {
         }
         // 2 recent + 4 due = 6 of (8 live + 2 recent): over half.
         assert!(matches!(
-            g.judge(2_000, LeaseCounts { due: 4, at_risk: 4, live: 8 }),
+            g.judge(2_000, LeaseCounts { due: 4, at_risk: 4, live: 8, holders: 2 }),
             Verdict::Hold { .. }
         ));
     }
@@ -216,12 +238,12 @@ mod tests {
         let mut g = guard();
         // One lease due now, but 5 more of 10 missed their renewals: a stall.
         assert!(matches!(
-            g.judge(0, LeaseCounts { due: 1, at_risk: 6, live: 10 }),
+            g.judge(0, LeaseCounts { due: 1, at_risk: 6, live: 10, holders: 2 }),
             Verdict::Hold { started: true, .. }
         ));
         let mut g = guard();
         assert_eq!(
-            g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 10 }),
+            g.judge(0, LeaseCounts { due: 1, at_risk: 1, live: 10, holders: 2 }),
             Verdict::Expire,
             "every other holder renews"
         );
@@ -231,11 +253,11 @@ mod tests {
     fn renewals_during_a_hold_end_it() {
         let mut g = guard();
         assert!(matches!(
-            g.judge(0, LeaseCounts { due: 6, at_risk: 6, live: 10 }),
+            g.judge(0, LeaseCounts { due: 6, at_risk: 6, live: 10, holders: 2 }),
             Verdict::Hold { .. }
         ));
         assert_eq!(
-            g.judge(1_000, LeaseCounts { due: 1, at_risk: 1, live: 10 }),
+            g.judge(1_000, LeaseCounts { due: 1, at_risk: 1, live: 10, holders: 2 }),
             Verdict::Expire,
             "most leases were renewed"
         );
@@ -251,7 +273,10 @@ mod tests {
             renewal_slack_ms: 2_000,
             max_hold_ms: 30_000,
         });
-        assert_eq!(g.judge(0, LeaseCounts { due: 10, at_risk: 10, live: 10 }), Verdict::Expire);
+        assert_eq!(
+            g.judge(0, LeaseCounts { due: 10, at_risk: 10, live: 10, holders: 2 }),
+            Verdict::Expire
+        );
     }
 }
 

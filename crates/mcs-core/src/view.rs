@@ -298,18 +298,39 @@ impl View {
     /// are at risk together once the last such read is `slack_ms` plus the
     /// skew allowance old: a poll is late.
     pub fn leases_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
-        let late = |due: u64| due.saturating_add(slack_ms) < now_ms;
+        self.at_risk(now_ms, slack_ms).count()
+    }
+
+    /// How many holders the leases at risk at `now_ms` belong to
+    /// ([`View::leases_at_risk`]): a pool's cluster, a cluster itself, and
+    /// every router replica together (one authorization scope writes them
+    /// all, docs/design.md §12), so that one writer's leases are one holder
+    /// whatever incarnations it names. O(leases at risk).
+    pub fn holders_at_risk(&self, now_ms: u64, slack_ms: u64) -> usize {
+        let holders: HashSet<Option<&str>> = self
+            .at_risk(now_ms, slack_ms)
+            .map(|key| match (key, self.records.get(key).map(|r| &r.body)) {
+                (_, Some(Body::Pool(pool))) => Some(pool.pool_key.cluster_id.as_str()),
+                (Key::Cluster { cluster_id }, _) => Some(cluster_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        holders.len()
+    }
+
+    /// The keys of the leases at risk at `now_ms`, each once.
+    fn at_risk(&self, now_ms: u64, slack_ms: u64) -> impl Iterator<Item = &Key> {
+        let late = move |due: u64| due.saturating_add(slack_ms) < now_ms;
         let raised_late = late(self.confirmed_poll_ms.saturating_add(self.skew_ms));
-        let overdue = self.renewals_due.iter().take_while(|(due, _)| late(*due)).count();
+        let overdue = self.renewals_due.iter().take_while(move |(due, _)| late(*due));
         let due_in_time = self
             .deadlines
             .iter()
-            .take_while(|(deadline, _)| *deadline <= now_ms)
-            .filter(|(_, key)| !(raised_late && self.raised.contains(key)))
-            .filter(|(_, key)| !self.renewal_due_of.get(key).is_some_and(|due| late(*due)))
-            .count();
-        let raised = if raised_late { self.raised.len() } else { 0 };
-        overdue + due_in_time + raised
+            .take_while(move |(deadline, _)| *deadline <= now_ms)
+            .filter(move |(_, key)| !(raised_late && self.raised.contains(key)))
+            .filter(move |(_, key)| !self.renewal_due_of.get(key).is_some_and(|due| late(*due)));
+        let raised = self.raised.iter().filter(move |_| raised_late);
+        overdue.chain(due_in_time).map(|(_, key)| key).chain(raised)
     }
 
     /// When `record`'s next renewal is due (before the skew allowance): its

@@ -198,12 +198,13 @@ impl LiveView {
                         due: view.due_expiries(now),
                         at_risk: view.leases_at_risk(now, slack),
                         live: view.live_leases(),
+                        holders: view.holders_at_risk(now, slack),
                     }
                 }
                 _ => LeaseCounts::default(),
             }
         };
-        let LeaseCounts { due, at_risk, live } = leases;
+        let LeaseCounts { due, at_risk, live, .. } = leases;
         let verdict = {
             let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
             let verdict = guard.judge(now, leases);

@@ -19,7 +19,7 @@ fn policy() -> HoldPolicy {
 }
 
 fn leases(due: usize, at_risk: usize, live: usize) -> LeaseCounts {
-    LeaseCounts { due, at_risk, live }
+    LeaseCounts { due, at_risk, live, holders: 2 }
 }
 
 fn is_hold(verdict: Verdict) -> bool {
@@ -140,4 +140,18 @@ fn after_a_release_no_hold_begins_for_window_ms() {
         Verdict::Hold { since_ms: released + WINDOW_MS, started: true },
         "a wave window_ms after the release is held again"
     );
+}
+
+/// Issue 22, item 8: one writer's dozen 2 s leases lapsing together held
+/// every list incomplete for everyone. A wave needs two holders or more.
+#[test]
+fn one_holders_leases_are_never_a_wave() {
+    let mut g = ExpiryGuard::new(policy());
+    let one = LeaseCounts { holders: 1, ..leases(12, 12, 14) };
+    assert_eq!(g.judge(0, one), Verdict::Expire, "one holder");
+    assert!(!g.is_holding());
+    assert!(is_hold(g.judge(0, LeaseCounts { holders: MIN_HOLDERS, ..leases(12, 12, 14) })));
+    // A hold in force ends when the wave narrows to one holder.
+    assert_eq!(g.judge(1_000, one), Verdict::Expire, "released");
+    assert!(!g.is_holding());
 }

@@ -104,3 +104,22 @@ fn a_router_replica_is_served_while_its_lease_is_live() {
     v.advance(LEASE + SKEW);
     assert!(v.routers().is_empty(), "its lease ended");
 }
+
+/// Issue 22, item 8: the leases at risk are counted by holder, a pool's
+/// cluster or the cluster itself, so that one writer's many leases are one
+/// holder ([`crate::expiry::MIN_HOLDERS`]).
+#[test]
+fn leases_at_risk_are_counted_by_holder() {
+    use crate::fixtures::mk_cluster;
+    let mut v = View::new(SKEW);
+    for dgd in ["a", "b", "c"] {
+        assert!(v.apply(mk_pool(dgd, 1, "r", Some("x"), Some(1_000)), 0));
+    }
+    let due = 10_000;
+    assert_eq!(v.holders_at_risk(due, 0), 1, "three pools of one cluster");
+    assert_eq!(v.leases_at_risk(due, 0), 3);
+    assert_eq!(v.holders_at_risk(0, 0), 0, "nothing due yet");
+    assert!(v.apply(mk_cluster("west", 1, "y", 1_000), 0));
+    assert_eq!(v.holders_at_risk(due, 0), 2, "and a cluster of its own");
+    assert_eq!(v.leases_at_risk(due, 0), 4);
+}

@@ -33,8 +33,10 @@ async fn a_replication_stall_holds_every_pool_listed_then_releases_the_expiries(
         .set_all(&LinkFaults { delay: Duration::from_millis(100), ..LinkFaults::default() });
     // A lease well above a heartbeat round, however slow moto is today.
     let lease = json!({"lease": {"duration_secs": 5, "heartbeat_interval_secs": 1}});
-    let bodies: Vec<Value> =
-        (0..POOLS).map(|i| pool("c1", &format!("held-{i:02}"), 1, lease.clone())).collect();
+    // Pools of two clusters: a wave spans two holders or more.
+    let bodies: Vec<Value> = (0..POOLS)
+        .map(|i| pool(&format!("c{}", i % 2), &format!("held-{i:02}"), 1, lease.clone()))
+        .collect();
 
     // Every pool heartbeats in A every 1.5 s, all along.
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -3,11 +3,22 @@
 
 use super::*;
 
+/// Pool `dgd` in a cluster of its own (`c-{dgd}`): a wave needs the leases
+/// of two holders or more.
+fn pool_in_own_cluster(dgd: &str) -> Value {
+    with(
+        pool(dgd),
+        "pool_key",
+        json!({"cluster_id": format!("c-{dgd}"), "namespace": "llm", "dgd_name": dgd}),
+    )
+}
+
 #[tokio::test]
 async fn a_mass_expiry_is_held_then_released_and_a_lone_one_is_not() {
     let mut h = harness().await;
     for name in ["a", "b", "c", "d", "e", "f"] {
-        assert_eq!(h.send(Method::POST, "/v1/pools", pool(name)).await.status, StatusCode::OK);
+        let body = pool_in_own_cluster(name);
+        assert_eq!(h.send(Method::POST, "/v1/pools", body).await.status, StatusCode::OK);
     }
     h.clock.advance(30_000 + SKEW);
     h.registry.reader.poll_once().await;
@@ -49,8 +60,8 @@ async fn heartbeat_run(
                     continue;
                 }
                 let body = match lease {
-                    Some(lease) => with(pool(name), "lease", lease.clone()),
-                    None => pool(name),
+                    Some(lease) => with(pool_in_own_cluster(name), "lease", lease.clone()),
+                    None => pool_in_own_cluster(name),
                 };
                 assert_eq!(h.send(Method::POST, "/v1/pools", body).await.status, StatusCode::OK);
             }
@@ -134,4 +145,35 @@ async fn every_short_lease_missing_its_renewals_is_held() {
             }
         }
     }
+}
+
+/// Issue 22, item 8: any authorized writer could flip every list to
+/// `complete: false` for the whole hold, again and again, by registering a
+/// dozen pools with 2 s leases that lapse together. They are one holder's
+/// (one cluster's) leases: they expire, and nothing is held for the others.
+#[tokio::test]
+async fn one_writers_short_leases_lapsing_together_hold_nothing() {
+    let mut h = harness().await;
+    for name in ["x", "y"] {
+        let body = pool_in_own_cluster(name);
+        assert_eq!(h.send(Method::POST, "/v1/pools", body).await.status, StatusCode::OK);
+    }
+    let short = json!({"duration_secs": 2, "heartbeat_interval_secs": 1});
+    for n in 0..12 {
+        let body = with(pool(&format!("burst-{n}")), "lease", short.clone());
+        assert_eq!(h.send(Method::POST, "/v1/pools", body).await.status, StatusCode::OK);
+    }
+    h.registry.reader.poll_once().await;
+    assert_eq!(h.get("/v1/pools").await.body["pools"].as_array().unwrap().len(), 14);
+    h.clock.advance(2_000 + SKEW + 1);
+    h.registry.reader.poll_once().await;
+    let after = h.get("/v1/pools").await;
+    assert_eq!(after.body["complete"], json!(true), "no hold: {}", after.body);
+    let names: Vec<&str> = after.body["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pool_key"]["dgd_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "the burst expired, the others stay: {names:?}");
 }
