@@ -271,8 +271,10 @@ impl LiveView {
 
     /// Wakes long-polls when completeness flipped since it was last
     /// published: it is part of every list's `ETag`, and turns false by
-    /// time alone (a stale view), so no mutation of the view announces it.
-    fn publish_completeness(&self) {
+    /// time alone (a stale view), so no mutation of the view announces it;
+    /// the reader also calls it by timer while a poll is under way. Sets
+    /// the completeness gauge too.
+    pub fn publish_completeness(&self) {
         let complete = self.is_complete();
         metrics::gauge!(m::VIEW_COMPLETE).set(if complete { 1.0 } else { 0.0 });
         if self.published_complete.swap(complete, Ordering::SeqCst) != complete {

@@ -75,7 +75,7 @@ impl Reader {
         loop {
             let now = tokio::time::Instant::now();
             if now >= next_poll {
-                self.poll_once().await;
+                self.poll_with_completeness().await;
                 next_poll = now + self.config.refresh_interval;
             }
             self.view.expire_due();
@@ -90,6 +90,26 @@ impl Reader {
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// One poll, while completeness is published every refresh interval by
+    /// timer: a poll that hangs (storage that accepts the call and never
+    /// answers) must not keep lists `complete: true` past
+    /// `--stale-after-secs`, nor keep watchers from learning it (issue 22:
+    /// they learned it after about 80 s against a stale-after of 30 s).
+    async fn poll_with_completeness(&mut self) {
+        let view = self.view.clone();
+        let every = self.config.refresh_interval;
+        let poll = self.poll_once();
+        tokio::pin!(poll);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut poll => return,
+                _ = tick.tick() => view.publish_completeness(),
             }
         }
     }

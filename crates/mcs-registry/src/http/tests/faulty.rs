@@ -20,6 +20,8 @@ pub(super) struct Faulty {
     pub(super) scans_fail: AtomicBool,
     /// `read_change_stamps` fails while set.
     pub(super) stamps_fail: AtomicBool,
+    /// Every read begun while set never answers (a storage hang).
+    pub(super) reads_hang: AtomicBool,
     /// The `since_ms` of every `read_changed_since`, in order.
     since: Mutex<Vec<u64>>,
 }
@@ -46,6 +48,13 @@ pub(super) fn registry_on_faulty(flags: &[&str]) -> (Registry, Arc<ManualClock>,
     (Registry::new(store.clone(), clock.clone(), &settings), clock, store)
 }
 
+/// Never answers while `hanging` (checked when the call begins).
+async fn hang_while(hanging: &AtomicBool) {
+    if hanging.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// `Unavailable` (what a throttled DynamoDB call becomes) while `failing`.
 fn unless(failing: &AtomicBool, what: &str) -> Result<(), StoreError> {
     if failing.load(Ordering::SeqCst) {
@@ -63,10 +72,12 @@ impl Store for Faulty {
         self.inner.get(key).await
     }
     async fn read_all(&self) -> Result<Vec<Record>, StoreError> {
+        hang_while(&self.reads_hang).await;
         unless(&self.scans_fail, "scan")?;
         self.inner.read_all().await
     }
     async fn read_changed_since(&self, since_ms: u64) -> Result<Vec<Record>, StoreError> {
+        hang_while(&self.reads_hang).await;
         self.since.lock().unwrap().push(since_ms);
         self.inner.read_changed_since(since_ms).await
     }
@@ -75,6 +86,7 @@ impl Store for Faulty {
         from_ms: u64,
         to_ms: u64,
     ) -> Result<Vec<ChangeStamp>, StoreError> {
+        hang_while(&self.reads_hang).await;
         unless(&self.stamps_fail, "change_stamps")?;
         self.inner.read_change_stamps(from_ms, to_ms).await
     }

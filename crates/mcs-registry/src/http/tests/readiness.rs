@@ -77,3 +77,38 @@ async fn readiness_with_a_staleness_bound_follows_storage() {
     h.registry.reader.poll_once().await;
     assert_eq!(h.get("/readyz").await.status, StatusCode::OK);
 }
+
+/// Issue 22, item 9: in a storage hang no poll returned, so completeness
+/// was never published: watchers learned `complete: false` after about
+/// 80 s against a stale-after of 30 s. It is published by timer during a
+/// poll, so watchers are woken once the last successful poll is older than
+/// `--stale-after-secs`, within a poll interval.
+#[tokio::test]
+async fn a_storage_hang_turns_lists_incomplete_at_stale_after_by_timer() {
+    use std::sync::atomic::Ordering;
+    let (mut registry, clock, store) = super::faulty::registry_on_faulty(&[
+        "--stale-after-secs",
+        "2",
+        "--refresh-interval-ms",
+        "50",
+    ]);
+    registry.reader.poll_once().await;
+    let view = registry.state.view.clone();
+    assert!(view.is_complete());
+    let mut changes = view.subscribe();
+    changes.borrow_and_update();
+    store.reads_hang.store(true, Ordering::SeqCst);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let reader = tokio::spawn(registry.reader.run(stopped));
+    // The reader is inside a poll that never answers.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(view.is_complete(), "not stale yet");
+    clock.advance(2_001);
+    tokio::time::timeout(Duration::from_secs(2), changes.changed())
+        .await
+        .expect("watchers woken within a poll interval or so of stale-after")
+        .unwrap();
+    assert!(!view.is_complete());
+    let _ = stop.send(true);
+    reader.abort();
+}
