@@ -551,6 +551,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ports_definition_leaves_the_clusters_target_port_out() {
+        let req: ExportRequest = parse(EXPORT).unwrap();
+        let local = ServicePort { target_port: Some(8080), ..req.ports[0].clone() };
+        let definition = local.definition();
+        assert_eq!(definition.target_port, None);
+        assert_eq!(definition, ServicePort { target_port: None, ..local.clone() });
+        assert_eq!(local.endpoint_port(), 8080);
+        assert_eq!(definition.endpoint_port(), definition.port);
+    }
+
+    #[test]
+    fn a_traffic_distribution_of_63_characters_is_valid() {
+        let mut req: ExportRequest = parse(EXPORT).unwrap();
+        req.traffic_distribution = Some("x".repeat(63));
+        assert_eq!(req.validate(), Ok(()));
+    }
+
+    #[test]
     fn an_endpoint_keeps_its_own_port_where_it_differs() {
         let json = EXPORT.replacen(
             r#""zone": "us-east-1a""#,
