@@ -16,6 +16,7 @@ use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_testkit::eventually;
 use mcs_testkit::k8s::ensure_namespace;
 use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -333,6 +334,68 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
     }
 }
 
+/// Issue 27, items 1–3 and 5, as the mcs-api defines the reasons: west's
+/// `80-80 80/TCP` (the same protocol and number as east's `http`) was put on
+/// the import beside it, the derived Service was refused every 5 s and the
+/// import never updated; west's extra label was unioned into the import
+/// and no conflict raised; another internal traffic policy went unsaid.
+/// Now every exporting cluster reports the conflicts, and the import (a
+/// valid Service spec) carries the oldest export's ports, labels whole and
+/// policy.
+#[tokio::test]
+async fn conflicts_are_raised_as_the_mcs_api_defines_them_and_the_import_stays_valid() {
+    let Some(world) = world(&["east", "west"], &[]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    let labelled = |labels: serde_json::Value| -> ServiceExport {
+        let mut se = export("conf");
+        se.spec = serde_json::from_value(json!({"exportedLabels": labels})).unwrap();
+        se
+    };
+    apply(&services(east), &service(NS, "conf", &[("http", 80, 8080)], false)).await;
+    apply(&slices(east), &endpoint_slice(NS, "conf", "conf-own", &["10.1.0.9"], &[("http", 8080)]))
+        .await;
+    apply(&exports(east), &labelled(json!({"tier": "gold"}))).await;
+    wait_condition(east, "conf", "Ready", "True", "Exported").await;
+    // Created later: east's export is the oldest.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut svc = service(NS, "conf", &[("80-80", 80, 8080)], false);
+    svc.spec.as_mut().unwrap().internal_traffic_policy = Some("Local".into());
+    apply(&services(west), &svc).await;
+    apply(
+        &slices(west),
+        &endpoint_slice(NS, "conf", "conf-own", &["10.2.0.9"], &[("80-80", 8080)]),
+    )
+    .await;
+    apply(&exports(west), &labelled(json!({"tier": "gold", "team": "ml"}))).await;
+    let reasons = "PortConflict,LabelsConflict,InternalTrafficPolicyConflict";
+    for c in [east, west] {
+        wait_condition(c, "conf", "Conflict", "True", reasons).await;
+    }
+    for c in [east, west] {
+        let what = format!("{}: the import carries east's ports, labels and policy", c.name);
+        eventually(WITHIN, &what, async || {
+            let Ok(import) = imports(c).get("conf").await else { return false };
+            let ports: Vec<_> =
+                import.spec.ports.iter().map(|p| (p.name.clone(), p.port)).collect();
+            let labels = import.metadata.labels.clone().unwrap_or_default();
+            ports == vec![("http".to_owned(), 80)]
+                && labels.get("tier").map(String::as_str) == Some("gold")
+                && !labels.contains_key("team")
+                && import.spec.internal_traffic_policy.as_deref() != Some("Local")
+                && !import.spec.ips.is_empty()
+        })
+        .await;
+        // The derived Service took the import's ports (it was refused).
+        let derived = mcs_controller::import::plan::derived_name(NS, "conf");
+        let svc = services(c).get(&derived).await.unwrap();
+        let ports: Vec<_> =
+            svc.spec.unwrap().ports.unwrap().into_iter().map(|p| (p.port, p.protocol)).collect();
+        assert_eq!(ports, vec![(80, Some("TCP".to_owned()))], "{}", c.name);
+    }
+}
+
 #[tokio::test]
 async fn conflicting_ports_union_and_every_exporter_sees_the_conflict() {
     let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "4"]).await else {
@@ -378,8 +441,10 @@ async fn conflicting_ports_union_and_every_exporter_sees_the_conflict() {
             }
         }
     }
-    // The conflict resolved: both see it go.
-    export_service(west, "web", &[("http", 80, 8081), ("grpc", 9090, 9091)], &["10.2.0.1"]).await;
+    // West's ports made identical to east's (target ports are local): the
+    // conflict goes on both. (An extra port alone is a conflict: the mcs-api
+    // raises PortConflict whenever the ports are not identical, issue 27.)
+    export_service(west, "web", &[("http", 80, 8081)], &["10.2.0.1"]).await;
     for c in [east, west] {
         wait_condition(c, "web", "Conflict", "False", "NoConflicts").await;
     }

@@ -1,32 +1,52 @@
 //! ServiceImports merged from live exports by the rules of KEP-1645.
 //!
-//! - Exports are ranked oldest first: by `exported_at`, then cluster id. The
-//!   oldest decides the import's type and session affinity.
-//! - Ports are unioned by name; where two exports define a port of the same
-//!   name differently, the oldest definition is kept.
-//! - Any disagreement (port, type, session affinity) is a conflict, and every
-//!   export of the service reports `Conflict=True` with the reasons, the
-//!   winning one included. Conflicting exports still contribute endpoints.
+//! The conflict reasons are those of the mcs-api (`pkg/apis/v1beta1`,
+//! `serviceexport.go`), each raised as its comment there defines it
+//! (docs/design.md §13 has the table):
+//!
+//! - Exports are ranked oldest first: by `exported_at` (the ServiceExport's
+//!   creation), then cluster id. The oldest decides the import's type,
+//!   session affinity and its config, traffic policy and distribution, IP
+//!   families, labels and annotations (its maps whole).
+//! - Ports are merged by name first (the oldest definition of a name kept),
+//!   then by protocol and number: a port whose protocol and number a kept
+//!   port of another name already has is left out, so the import is always
+//!   a valid Service spec. `PortConflict` whenever the ports are not
+//!   identical in all the exports; the import still carries the merge.
+//! - Any other property that differs from the oldest export's is a conflict
+//!   of its own reason. Every export of the service reports `Conflict=True`
+//!   with the reasons, comma-joined, the winning one included. Conflicting
+//!   exports still contribute endpoints.
 //!
 //! An export stored while its cluster holds no live lease is not part of any
 //! import; [`unserved_export_conditions`] says so to its writer.
 
 use mcs_api::{
-    Condition, ConditionStatus, ExportSpec, ImportCluster, Label, ServiceImport, ServiceName,
-    ServicePort,
+    Condition, ConditionStatus, ExportSpec, ImportCluster, Label, Protocol, ServiceImport,
+    ServiceName, ServicePort,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Reason for ports of one name that differ between exports.
+/// Reason for exports whose ports are not identical.
 pub const PORT_CONFLICT: &str = "PortConflict";
 /// Reason for exports that disagree on ClusterSetIP vs Headless.
 pub const TYPE_CONFLICT: &str = "TypeConflict";
-/// Reason for exports that disagree on session affinity or its timeout.
+/// Reason for exports that disagree on session affinity.
 pub const SESSION_AFFINITY_CONFLICT: &str = "SessionAffinityConflict";
-/// Reason for exported labels of one key with different values.
+/// Reason for exports of the same session affinity whose config (the
+/// ClientIP timeout) differs.
+pub const SESSION_AFFINITY_CONFIG_CONFLICT: &str = "SessionAffinityConfigConflict";
+/// Reason for exports whose exported labels differ.
 pub const LABELS_CONFLICT: &str = "LabelsConflict";
-/// Reason for exported annotations of one key with different values.
+/// Reason for exports whose exported annotations differ.
 pub const ANNOTATIONS_CONFLICT: &str = "AnnotationsConflict";
+/// Reason for exports whose internal traffic policy differs.
+pub const INTERNAL_TRAFFIC_POLICY_CONFLICT: &str = "InternalTrafficPolicyConflict";
+/// Reason for exports whose traffic distribution differs.
+pub const TRAFFIC_DISTRIBUTION_CONFLICT: &str = "TrafficDistributionConflict";
+/// Reason for exports whose IP families differ (as sets: a family some
+/// exports lack reaches only part of the backends).
+pub const IP_FAMILY_CONFLICT: &str = "IPFamilyConflict";
 
 /// Reason of an export's `Ready=False` while its cluster holds no live lease.
 pub const NO_CLUSTER_LEASE: &str = "NoClusterLease";
@@ -48,58 +68,67 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
 
     let mut reasons: Vec<&str> = Vec::new();
     let mut details: Vec<String> = Vec::new();
-    let mut ports: BTreeMap<&str, (ServicePort, &Label)> = BTreeMap::new();
-    let mut port_conflict = false;
-    for (cluster, spec) in &ranked {
-        for port in &spec.ports {
-            match ports.get(port.name.as_str()) {
-                None => {
-                    ports.insert(port.name.as_str(), (port.definition(), cluster));
-                }
-                Some((kept, from)) if *kept != port.definition() => {
-                    port_conflict = true;
-                    details.push(format!(
-                        "port {:?} of cluster {cluster} differs from cluster {from}'s",
-                        port.name
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    if port_conflict {
+    let ports = merge_ports(&ranked, &mut details);
+    let definitions = |s: &ExportSpec| -> Vec<ServicePort> {
+        let mut defs: Vec<ServicePort> = s.ports.iter().map(ServicePort::definition).collect();
+        defs.sort();
+        defs
+    };
+    let winners_ports = definitions(winner);
+    let port_losers = losers(&ranked, |s| definitions(s) != winners_ports);
+    if !port_losers.is_empty() {
         reasons.push(PORT_CONFLICT);
+        details.insert(
+            0,
+            format!(
+                "the ports of {} are not those of cluster {winner_cluster}",
+                port_losers.join(", ")
+            ),
+        );
     }
-    let labels = union_by_key(&ranked, |s| &s.labels);
-    let annotations = union_by_key(&ranked, |s| &s.annotations);
-    let type_losers = losers(&ranked, |s| s.service_type != winner.service_type);
-    if !type_losers.is_empty() {
-        reasons.push(TYPE_CONFLICT);
-        details.push(format!(
-            "type {:?} of cluster {winner_cluster} is used; {} differ",
-            winner.service_type,
-            type_losers.join(", ")
-        ));
-    }
-    let affinity_losers = losers(&ranked, |s| {
-        (s.session_affinity, s.session_affinity_timeout_secs)
-            != (winner.session_affinity, winner.session_affinity_timeout_secs)
-    });
-    if !affinity_losers.is_empty() {
-        reasons.push(SESSION_AFFINITY_CONFLICT);
-        details.push(format!(
-            "session affinity of cluster {winner_cluster} is used; {} differ",
-            affinity_losers.join(", ")
-        ));
-    }
-    for (reason, (_, differing)) in
-        [(LABELS_CONFLICT, &labels), (ANNOTATIONS_CONFLICT, &annotations)]
-    {
+    let families = |s: &ExportSpec| s.ip_families.iter().copied().collect::<BTreeSet<_>>();
+    // Each other property: its reason, what it is called, and whether an
+    // export's differs from the oldest's (whose value the import carries).
+    type Differs<'a> = Box<dyn Fn(&ExportSpec) -> bool + 'a>;
+    let rules: [(&str, &str, Differs); 8] = [
+        (TYPE_CONFLICT, "type", Box::new(|s| s.service_type != winner.service_type)),
+        (
+            SESSION_AFFINITY_CONFLICT,
+            "session affinity",
+            Box::new(|s| s.session_affinity != winner.session_affinity),
+        ),
+        (
+            SESSION_AFFINITY_CONFIG_CONFLICT,
+            "session affinity config",
+            Box::new(|s| {
+                s.session_affinity == winner.session_affinity
+                    && s.session_affinity_timeout_secs != winner.session_affinity_timeout_secs
+            }),
+        ),
+        (LABELS_CONFLICT, "exported labels", Box::new(|s| s.labels != winner.labels)),
+        (
+            ANNOTATIONS_CONFLICT,
+            "exported annotations",
+            Box::new(|s| s.annotations != winner.annotations),
+        ),
+        (
+            INTERNAL_TRAFFIC_POLICY_CONFLICT,
+            "internal traffic policy",
+            Box::new(|s| s.internal_traffic_policy != winner.internal_traffic_policy),
+        ),
+        (
+            TRAFFIC_DISTRIBUTION_CONFLICT,
+            "traffic distribution",
+            Box::new(|s| s.traffic_distribution != winner.traffic_distribution),
+        ),
+        (IP_FAMILY_CONFLICT, "IP families", Box::new(|s| families(s) != families(winner))),
+    ];
+    for (reason, what, differs) in &rules {
+        let differing = losers(&ranked, differs);
         if !differing.is_empty() {
             reasons.push(reason);
             details.push(format!(
-                "{} of cluster {winner_cluster}'s kept for keys {}",
-                if reason == LABELS_CONFLICT { "labels" } else { "annotations" },
+                "{what}: cluster {winner_cluster}'s (the oldest export) is used; {} differ",
                 differing.join(", ")
             ));
         }
@@ -166,8 +195,8 @@ pub fn merge(service: &ServiceName, exports: &[(&Label, &ExportSpec)]) -> Option
             ip_families: winner.ip_families.clone(),
             internal_traffic_policy: winner.internal_traffic_policy,
             traffic_distribution: winner.traffic_distribution.clone(),
-            labels: labels.0,
-            annotations: annotations.0,
+            labels: winner.labels.clone(),
+            annotations: winner.annotations.clone(),
             clusters,
             conditions: vec![ready_condition],
         },
@@ -195,28 +224,38 @@ fn valid() -> Condition {
     condition("Valid", ConditionStatus::True, "Valid", "export is valid")
 }
 
-/// The union of a string map over the ranked exports, the oldest export's
-/// value winning per key, and the keys whose values differed.
-fn union_by_key<'a>(
-    ranked: &[&(&Label, &'a ExportSpec)],
-    map: impl Fn(&'a ExportSpec) -> &'a BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, Vec<String>) {
-    let mut union: BTreeMap<String, String> = BTreeMap::new();
-    let mut differing = std::collections::BTreeSet::new();
-    for (_, spec) in ranked {
-        for (k, v) in map(spec) {
-            match union.get(k) {
-                None => {
-                    union.insert(k.clone(), v.clone());
+/// The import's ports by name, each with the cluster whose definition it
+/// is: merged by name (the oldest definition of a name kept), then by
+/// protocol and number (a port whose protocol and number a kept port of
+/// another name has is left out: a Service refuses two such ports).
+/// Explains every port left out in `details`.
+fn merge_ports<'a>(
+    ranked: &[&(&'a Label, &'a ExportSpec)],
+    details: &mut Vec<String>,
+) -> BTreeMap<&'a str, (ServicePort, &'a Label)> {
+    let mut ports: BTreeMap<&str, (ServicePort, &Label)> = BTreeMap::new();
+    let mut numbers: BTreeMap<(Protocol, u16), &str> = BTreeMap::new();
+    for (cluster, spec) in ranked {
+        for port in &spec.ports {
+            let number = (port.protocol, port.port);
+            match (ports.get(port.name.as_str()), numbers.get(&number)) {
+                (None, None) => {
+                    numbers.insert(number, port.name.as_str());
+                    ports.insert(port.name.as_str(), (port.definition(), cluster));
                 }
-                Some(kept) if kept != v => {
-                    differing.insert(k.clone());
-                }
-                Some(_) => {}
+                (None, Some(other)) => details.push(format!(
+                    "port {:?} of cluster {cluster} has the protocol and number of port {other:?}",
+                    port.name
+                )),
+                (Some((kept, from)), _) if *kept != port.definition() => details.push(format!(
+                    "port {:?} of cluster {cluster} differs from cluster {from}'s",
+                    port.name
+                )),
+                (Some(_), _) => {}
             }
         }
     }
-    (union, differing.into_iter().collect())
+    ports
 }
 
 fn losers(ranked: &[&(&Label, &ExportSpec)], differs: impl Fn(&ExportSpec) -> bool) -> Vec<String> {
@@ -280,10 +319,20 @@ mod tests {
                 want_type: ServiceType::ClusterSetIP,
             },
             Case {
-                name: "ports union by name",
+                // Issue 27: "if the ports are not identical in all the
+                // constituent Services"; the import still has the union.
+                name: "port sets that differ conflict, and are unioned by name",
                 other: later(&|s| s.ports.push(port("grpc", 90))),
-                reasons: "NoConflicts",
+                reasons: "PortConflict",
                 want_ports: vec![("grpc", 90), ("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                // Issue 27: no two ports of one protocol and number.
+                name: "a port of another name on a kept protocol and number is left out",
+                other: later(&|s| s.ports[0].name = "80-80".into()),
+                reasons: "PortConflict",
+                want_ports: vec![("http", 80)],
                 want_type: ServiceType::ClusterSetIP,
             },
             Case {
@@ -317,7 +366,35 @@ mod tests {
                 want_type: ServiceType::ClusterSetIP,
             },
             Case {
-                name: "affinity timeout conflict",
+                name: "affinity config conflict",
+                other: later(&|s| s.session_affinity_timeout_secs = Some(5)),
+                reasons: "SessionAffinityConfigConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "internal traffic policy conflict",
+                other: later(&|s| s.internal_traffic_policy = Some(mcs_api::TrafficPolicy::Local)),
+                reasons: "InternalTrafficPolicyConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "traffic distribution conflict",
+                other: later(&|s| s.traffic_distribution = Some("PreferClose".into())),
+                reasons: "TrafficDistributionConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "ip family conflict",
+                other: later(&|s| s.ip_families = vec![mcs_api::IpFamily::IPv6]),
+                reasons: "IPFamilyConflict",
+                want_ports: vec![("http", 80)],
+                want_type: ServiceType::ClusterSetIP,
+            },
+            Case {
+                name: "affinity and its timeout: the affinity conflict alone",
                 other: {
                     let mut s = later(&|s| {
                         s.session_affinity = SessionAffinity::ClientIP;
@@ -437,8 +514,12 @@ mod tests {
         assert_eq!(ports_of("b"), vec![("http".to_owned(), 9090)]);
     }
 
+    /// Issue 27: any difference of the exported maps is a conflict, and the
+    /// import carries the oldest export's maps whole, none of the others'
+    /// keys (they were unioned key by key, a conflict only on one key's
+    /// values).
     #[test]
-    fn labels_and_annotations_union_with_the_oldest_value_winning() {
+    fn labels_and_annotations_are_the_oldest_exports_maps_whole() {
         let (a, b) = (label("a"), label("b"));
         let mut x = mk_export_spec(1, vec![port("http", 80)]);
         let mut y = mk_export_spec(2, vec![port("http", 80)]);
@@ -447,13 +528,35 @@ mod tests {
         x.annotations = [("mcs-registry.io/model".into(), "m1".into())].into();
         y.annotations = [("mcs-registry.io/model".into(), "m2".into())].into();
         x.ip_families = vec![mcs_api::IpFamily::IPv6, mcs_api::IpFamily::IPv4];
+        y.ip_families = vec![mcs_api::IpFamily::IPv4, mcs_api::IpFamily::IPv6];
         let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
-        assert_eq!(m.import.labels.len(), 2);
-        assert_eq!(m.import.annotations["mcs-registry.io/model"], "m1");
-        assert_eq!(m.import.ip_families, x.ip_families);
-        assert_eq!(conflict_of(&m, "a"), (ConditionStatus::True, ANNOTATIONS_CONFLICT.into()));
-        y.annotations.clear();
+        assert_eq!(m.import.labels, x.labels, "the oldest's labels, not the union");
+        assert_eq!(m.import.annotations, x.annotations);
+        assert_eq!(m.import.ip_families, x.ip_families, "the oldest's family order");
+        let both = format!("{LABELS_CONFLICT},{ANNOTATIONS_CONFLICT}");
+        assert_eq!(conflict_of(&m, "a"), (ConditionStatus::True, both.clone()));
+        assert_eq!(conflict_of(&m, "b"), (ConditionStatus::True, both));
+        y.annotations = x.annotations.clone();
         let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
-        assert_eq!(conflict_of(&m, "b").0, ConditionStatus::False);
+        assert_eq!(conflict_of(&m, "b"), (ConditionStatus::True, LABELS_CONFLICT.into()));
+        y.labels = x.labels.clone();
+        let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
+        assert_eq!(conflict_of(&m, "b").0, ConditionStatus::False, "families in another order");
+    }
+
+    #[test]
+    fn a_conflict_message_names_the_clusters_and_what_differs() {
+        let (a, b) = (label("a"), label("b"));
+        let x = mk_export_spec(1, vec![port("http", 80)]);
+        let mut y = mk_export_spec(2, vec![port("http", 80), port("grpc", 90)]);
+        y.service_type = ServiceType::Headless;
+        let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
+        let c = m.export_conditions[&b].iter().find(|c| c.condition_type == "Conflict").unwrap();
+        assert_eq!(c.reason, "PortConflict,TypeConflict");
+        assert_eq!(
+            c.message,
+            "the ports of b are not those of cluster a; \
+             type: cluster a's (the oldest export) is used; b differ"
+        );
     }
 }
