@@ -876,9 +876,19 @@ async fn a_namespace_goes_while_the_registry_is_down_and_its_export_is_withdrawn
     }
     world.stop_registry().await;
     let east = world.cluster("east");
+    // The ServiceExport first (the finalizer is ours; the namespace waits
+    // on it), then its namespace (kube-controller-manager's own pace).
+    let doomed_exports = Api::<ServiceExport>::namespaced(east.kube.clone(), DOOMED);
+    doomed_exports.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(15),
+        "the ServiceExport goes with the registry down",
+        async || doomed_exports.get_opt("web").await.unwrap().is_none(),
+    )
+    .await;
     let namespaces = Api::<Namespace>::all(east.kube.clone());
     namespaces.delete(DOOMED, &DeleteParams::default()).await.unwrap();
-    eventually(Duration::from_secs(20), "the namespace goes with the registry down", async || {
+    eventually(Duration::from_secs(60), "the namespace goes with the registry down", async || {
         namespaces.get_opt(DOOMED).await.unwrap().is_none()
     })
     .await;
@@ -924,7 +934,7 @@ async fn a_large_export_imports_whole_and_one_past_the_store_limit_fails_and_is_
     apply(&services(east), &service(NS, "huge", &[("http", 80, 8080)], false)).await;
     add_slices(0..4).await;
     apply(&exports(east), &export("huge")).await;
-    eventually(Duration::from_secs(120), "4,000 endpoints imported", async || {
+    eventually(Duration::from_secs(240), "4,000 endpoints imported", async || {
         imported_endpoints(west, "huge").await.len() == 4000
     })
     .await;
@@ -934,12 +944,12 @@ async fn a_large_export_imports_whole_and_one_past_the_store_limit_fails_and_is_
     // limit, and the previous export is withdrawn rather than served as
     // current.
     add_slices(4..8).await;
-    eventually(Duration::from_secs(60), "Ready=False naming the storage limit", async || {
+    eventually(Duration::from_secs(120), "Ready=False naming the storage limit", async || {
         condition(east, "huge", "Ready").await == Some(("False".into(), "Failed".into()))
             && condition_message(east, "huge", "Ready").await.contains("over the storage limit")
     })
     .await;
-    eventually(WITHIN, "the stale endpoints are no longer imported", async || {
+    eventually(Duration::from_secs(60), "the stale endpoints are no longer imported", async || {
         imports(west).get_opt("huge").await.unwrap().is_none()
             && imported_endpoints(west, "huge").await.is_empty()
     })
@@ -949,7 +959,7 @@ async fn a_large_export_imports_whole_and_one_past_the_store_limit_fails_and_is_
         slices(east).delete(&format!("huge-{n}"), &DeleteParams::default()).await.unwrap();
     }
     eventually(
-        Duration::from_secs(120),
+        Duration::from_secs(240),
         "4,000 endpoints exported and imported again",
         async || {
             condition(east, "huge", "Ready").await == Some(("True".into(), "Exported".into()))
