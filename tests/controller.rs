@@ -982,3 +982,321 @@ async fn a_leader_paused_past_its_lease_writes_nothing_on_waking() {
         &requests[requests.len().saturating_sub(20)..]
     );
 }
+
+/// This cluster's exports the registry serves, as `namespace/name` with
+/// their endpoint counts.
+async fn served_exports(world: &World, cluster: &str) -> Option<BTreeMap<String, usize>> {
+    let list = world.registry_client().exports().await.ok()?;
+    Some(
+        list.exports
+            .into_iter()
+            .filter(|e| e.cluster_id.as_str() == cluster)
+            .map(|e| (format!("{}/{}", e.namespace, e.name), e.spec.endpoints.len()))
+            .collect(),
+    )
+}
+
+/// Sets the exported labels of ServiceExport `name` in `c`.
+async fn export_labels(c: &Cluster, name: &str, labels: &[(&str, &str)]) {
+    let mut se = export(name);
+    se.spec.exported_labels = labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    apply(&exports(c), &se).await;
+}
+
+/// The message of condition `kind` of export `name`.
+async fn condition_message(c: &Cluster, name: &str, kind: &str) -> String {
+    let export = exports(c).get(name).await.unwrap();
+    let conditions = export.status.unwrap_or_default().conditions;
+    conditions.into_iter().find(|x| x.type_ == kind).map(|c| c.message).unwrap_or_default()
+}
+
+/// Issue 29, item 3: a label Kubernetes refuses froze the service in every
+/// cluster (its ServiceImport refused, its slices then never updated)
+/// while the exporter showed `Ready=True`.
+#[tokio::test]
+async fn an_invalid_exported_label_is_refused_at_export_and_a_refused_import_freezes_no_slice() {
+    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "300"]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+
+    // A writer that does not check (here a client of the registry as
+    // cluster north) exports `tier: front end`: west imports the service
+    // anyway, without that label.
+    let registry = world.registry_client();
+    let north = mcs_api::Label::new("north").unwrap();
+    let registration = serde_json::from_value(serde_json::json!({
+        "incarnation": "north-1", "lease": {"duration_secs": 600, "heartbeat_interval_secs": 200},
+    }))
+    .unwrap();
+    registry.register_cluster(&north, &registration).await.unwrap();
+    let legacy = serde_json::from_value(serde_json::json!({
+        "type": "ClusterSetIP", "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+        "exported_at": "2026-12-01T00:00:00Z",
+        "endpoints": [{"addresses": ["10.9.0.1"], "ready": true}],
+        "labels": {"tier": "front end", "team": "a"},
+    }))
+    .unwrap();
+    let key = mcs_api::ExportKey {
+        cluster_id: north,
+        namespace: mcs_api::Label::new(NS).unwrap(),
+        name: mcs_api::Label::new("legacy").unwrap(),
+    };
+    registry.put_export(&key, &legacy).await.unwrap();
+    eventually(WITHIN, "west imports legacy without the refused label", async || {
+        imported_endpoints(west, "legacy").await == addresses("north", &["10.9.0.1"])
+            && imports(west).get("legacy").await.is_ok_and(|i| {
+                let labels = i.metadata.labels.unwrap_or_default();
+                labels.get("team").map(String::as_str) == Some("a") && !labels.contains_key("tier")
+            })
+    })
+    .await;
+
+    // East's own ServiceExport with such a label is not valid, names the
+    // key, and is not exported.
+    export_service(east, "web", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    eventually(WITHIN, "web imported", async || {
+        imported_endpoints(west, "web").await == addresses("east", &["10.1.0.1"])
+    })
+    .await;
+    export_labels(east, "web", &[("tier", "front end")]).await;
+    wait_condition(east, "web", "Valid", "False", "InvalidExportedLabels").await;
+    wait_condition(east, "web", "Ready", "False", "Pending").await;
+    let message = condition_message(east, "web", "Valid").await;
+    assert!(message.contains("\"tier\""), "{message}");
+    eventually(WITHIN, "the invalid export is withdrawn", async || {
+        imports(west).get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+
+    // A ServiceImport the API server refuses (here by an admission policy
+    // against label `team`) keeps none of its slices from following the
+    // endpoints.
+    let policy = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "no-team-label"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["multicluster.x-k8s.io"], "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["serviceimports"],
+            }]},
+            "validations": [{
+                "expression": "!has(object.metadata.labels) || !('team' in object.metadata.labels)",
+                "message": "no team label in this cluster",
+            }],
+        },
+    }))
+    .unwrap();
+    let binding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "no-team-label"},
+        "spec": {"policyName": "no-team-label", "validationActions": ["Deny"]},
+    }))
+    .unwrap();
+    use k8s_openapi::api::admissionregistration::v1 as admission;
+    apply::<admission::ValidatingAdmissionPolicy>(&Api::all(west.kube.clone()), &policy).await;
+    apply::<admission::ValidatingAdmissionPolicyBinding>(&Api::all(west.kube.clone()), &binding)
+        .await;
+    export_service(east, "api", &[("http", 80, 8080)], &["10.1.0.5"]).await;
+    eventually(WITHIN, "api imported", async || {
+        imported_endpoints(west, "api").await == addresses("east", &["10.1.0.5"])
+    })
+    .await;
+    eventually(WITHIN, "the policy refuses a team label", async || {
+        let mut si = imports(west).get("api").await.unwrap();
+        si.metadata.labels.get_or_insert_default().insert("team".into(), "x".into());
+        let params = kube::api::PostParams { dry_run: true, ..Default::default() };
+        imports(west).replace("api", &params, &si).await.is_err()
+    })
+    .await;
+    let errors_before = west.controllers[0]
+        .metric(
+            "mcs_controller_reconciles_total",
+            &[("controller", "import"), ("outcome", "error")],
+        )
+        .await;
+    export_labels(east, "api", &[("team", "x")]).await;
+    apply(&slices(east), &endpoint_slice(NS, "api", "api-own", &["10.1.0.6"], &[("http", 8080)]))
+        .await;
+    eventually(WITHIN, "west's slices follow though its ServiceImport is refused", async || {
+        imported_endpoints(west, "api").await == addresses("east", &["10.1.0.6"])
+    })
+    .await;
+    assert!(
+        !label(&imports(west).get("api").await.unwrap().metadata, "team").contains('x'),
+        "the policy let the label through"
+    );
+    eventually(WITHIN, "the refusal is counted as a failed import reconcile", async || {
+        west.controllers[0]
+            .metric(
+                "mcs_controller_reconciles_total",
+                &[("controller", "import"), ("outcome", "error")],
+            )
+            .await
+            > errors_before
+    })
+    .await;
+}
+
+/// Issue 29, item 8: a slice moved to another service left its endpoints
+/// in the old one's export until the next full reconcile, and the
+/// exporter counted the slices this controller imported.
+#[tokio::test]
+async fn a_relabelled_slice_leaves_its_old_service_at_once_and_imported_slices_are_not_exported() {
+    let Some(world) = world(&["east", "west"], &["--resync-interval-secs", "300"]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    export_service(east, "a", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    export_service(east, "b", &[("http", 80, 8080)], &["10.1.0.2"]).await;
+    eventually(WITHIN, "a and b imported", async || {
+        imported_endpoints(west, "a").await == addresses("east", &["10.1.0.1"])
+            && imported_endpoints(west, "b").await == addresses("east", &["10.1.0.2"])
+    })
+    .await;
+    // Slice a-own now belongs to b.
+    apply(&slices(east), &endpoint_slice(NS, "b", "a-own", &["10.1.0.1"], &[("http", 8080)])).await;
+    eventually(WITHIN, "the endpoint moved from a to b", async || {
+        imported_endpoints(west, "a").await.is_empty()
+            && imported_endpoints(west, "b").await == addresses("east", &["10.1.0.1", "10.1.0.2"])
+    })
+    .await;
+
+    // East imports b too, into a derived Service with slices of ours;
+    // exporting that Service exports none of them.
+    let derived = mcs_controller::import::plan::derived_name(NS, "b");
+    eventually(WITHIN, "east imported b", async || imported_endpoints(east, "b").await.len() == 2)
+        .await;
+    apply(&exports(east), &export(&derived)).await;
+    wait_condition(east, &derived, "Ready", "True", "Exported").await;
+    let served = served_exports(&world, "east").await.unwrap();
+    assert_eq!(served.get(&format!("{NS}/{derived}")), Some(&0), "{served:?}");
+}
+
+/// Issue 29, item 5: the finalizer held a namespace hostage while the
+/// registry could not be reached.
+#[tokio::test]
+async fn a_namespace_goes_while_the_registry_is_down_and_its_export_is_withdrawn_later() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let Some(mut world) = world(&["east", "west"], &["--resync-interval-secs", "3"]).await else {
+        return;
+    };
+    const DOOMED: &str = "doomed";
+    {
+        let (east, west) = (world.cluster("east"), world.cluster("west"));
+        for c in [east, west] {
+            ensure_namespace(&c.kube, DOOMED).await;
+        }
+        // A service that stays, to tell when east is registered again.
+        export_service(east, "keep", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+        apply(
+            &Api::<Service>::namespaced(east.kube.clone(), DOOMED),
+            &service(DOOMED, "web", &[("http", 80, 8080)], false),
+        )
+        .await;
+        let slice = endpoint_slice(DOOMED, "web", "web-own", &["10.1.0.9"], &[("http", 8080)]);
+        apply(&Api::namespaced(east.kube.clone(), DOOMED), &slice).await;
+        let mut se = export("web");
+        se.metadata.namespace = Some(DOOMED.into());
+        apply(&Api::namespaced(east.kube.clone(), DOOMED), &se).await;
+        let west_imports = Api::<ServiceImport>::namespaced(west.kube.clone(), DOOMED);
+        eventually(WITHIN, "doomed/web imported in west", async || {
+            west_imports.get_opt("web").await.unwrap().is_some()
+        })
+        .await;
+    }
+    world.stop_registry().await;
+    let east = world.cluster("east");
+    // The ServiceExport first (the finalizer is ours; the namespace waits
+    // on it), then its namespace (kube-controller-manager's own pace).
+    let doomed_exports = Api::<ServiceExport>::namespaced(east.kube.clone(), DOOMED);
+    doomed_exports.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually(
+        Duration::from_secs(15),
+        "the ServiceExport goes with the registry down",
+        async || doomed_exports.get_opt("web").await.unwrap().is_none(),
+    )
+    .await;
+    let namespaces = Api::<Namespace>::all(east.kube.clone());
+    namespaces.delete(DOOMED, &DeleteParams::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "the namespace goes with the registry down", async || {
+        namespaces.get_opt(DOOMED).await.unwrap().is_none()
+    })
+    .await;
+
+    world.start_registry().await;
+    let west_imports = Api::<ServiceImport>::namespaced(world.cluster("west").kube.clone(), DOOMED);
+    eventually(Duration::from_secs(60), "east serves keep again, and no doomed/web", async || {
+        served_exports(&world, "east").await.is_some_and(|s| {
+            s.contains_key(&format!("{NS}/keep")) && !s.contains_key(&format!("{DOOMED}/web"))
+        }) && west_imports.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    // And it stays withdrawn over two resyncs.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let served = served_exports(&world, "east").await.unwrap();
+    assert!(!served.contains_key(&format!("{DOOMED}/web")), "{served:?}");
+    assert!(west_imports.get_opt("web").await.unwrap().is_none());
+}
+
+/// Issue 29, item 4: past the registry's body limit (about 3,500
+/// endpoints) the previous export stayed, and importing clusters served
+/// its endpoints as current while the exporter could not replace them.
+#[tokio::test]
+async fn a_large_export_imports_whole_and_one_past_the_store_limit_fails_and_is_withdrawn() {
+    let flags = ["--resync-interval-secs", "300", "--max-endpoints-per-slice", "1000"];
+    let Some(world) = world(&["east", "west"], &flags).await else { return };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    let all: Vec<String> = (0..8000).map(|i| format!("10.4.{}.{}", i / 250, i % 250 + 1)).collect();
+    let add_slices = |range: std::ops::Range<usize>| {
+        let all = &all;
+        async move {
+            for n in range {
+                let refs: Vec<&str> =
+                    all[n * 1000..(n + 1) * 1000].iter().map(String::as_str).collect();
+                let slice =
+                    endpoint_slice(NS, "huge", &format!("huge-{n}"), &refs, &[("http", 8080)]);
+                apply(&slices(east), &slice).await;
+            }
+        }
+    };
+    // 4,000 endpoints: past the old limit of 256 KiB a request (about
+    // 3,500). (Moto, one request at a time, is slow with large items.)
+    apply(&services(east), &service(NS, "huge", &[("http", 80, 8080)], false)).await;
+    add_slices(0..4).await;
+    apply(&exports(east), &export("huge")).await;
+    eventually(Duration::from_secs(240), "4,000 endpoints imported", async || {
+        imported_endpoints(west, "huge").await.len() == 4000
+    })
+    .await;
+    wait_condition(east, "huge", "Ready", "True", "Exported").await;
+
+    // 8,000: past what one stored export holds (about 7,000). Ready=False names the
+    // limit, and the previous export is withdrawn rather than served as
+    // current.
+    add_slices(4..8).await;
+    eventually(Duration::from_secs(120), "Ready=False naming the storage limit", async || {
+        condition(east, "huge", "Ready").await == Some(("False".into(), "Failed".into()))
+            && condition_message(east, "huge", "Ready").await.contains("over the storage limit")
+    })
+    .await;
+    eventually(Duration::from_secs(60), "the stale endpoints are no longer imported", async || {
+        imports(west).get_opt("huge").await.unwrap().is_none()
+            && imported_endpoints(west, "huge").await.is_empty()
+    })
+    .await;
+    // Back under the limit, it is exported again.
+    for n in 4..8 {
+        slices(east).delete(&format!("huge-{n}"), &DeleteParams::default()).await.unwrap();
+    }
+    eventually(
+        Duration::from_secs(240),
+        "4,000 endpoints exported and imported again",
+        async || {
+            condition(east, "huge", "Ready").await == Some(("True".into(), "Exported".into()))
+                && imported_endpoints(west, "huge").await.len() == 4000
+        },
+    )
+    .await;
+}

@@ -154,6 +154,10 @@ impl World {
             "2",
             "--refresh-interval-ms",
             "200",
+            // Moto handles one request at a time and is slow with large
+            // items (an export of thousands of endpoints): not an outage.
+            "--request-timeout-ms",
+            "30000",
         ];
         let registry = mcs_testkit::process::Launch::new(&self.bins.registry)
             .listen(&listen)

@@ -18,6 +18,7 @@ pub mod health;
 pub mod identity;
 pub mod import;
 pub mod leader;
+pub mod metadata;
 pub mod metrics;
 pub mod rbac;
 pub mod registration;

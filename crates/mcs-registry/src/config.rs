@@ -176,6 +176,12 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_BODY_BYTES", default_value_t = 256 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Largest accepted body of an export (`PUT /v1/clusters/{id}/exports/...`),
+    /// which grows with the service's endpoints; the stored item's limit
+    /// (about 7,000 endpoints) binds before the default does.
+    #[arg(long, env = "MCS_MAX_EXPORT_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
+    pub max_export_body_bytes: usize,
+
     /// Bound on reading a request body (408 past it) and on a write's
     /// storage round trip (503 past it).
     #[arg(long, env = "MCS_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
@@ -301,6 +307,8 @@ pub struct Settings {
     pub expiry_hold: mcs_core::HoldPolicy,
     /// Body size limit.
     pub max_body_bytes: usize,
+    /// Body size limit of an export write.
+    pub max_export_body_bytes: usize,
     /// Storage round-trip bound of a write.
     pub request_timeout: Duration,
     /// Idle connection bound.
@@ -455,6 +463,9 @@ impl Settings {
         if args.max_body_bytes < 1024 {
             return Err("--max-body-bytes must be at least 1024".into());
         }
+        if args.max_export_body_bytes < 1024 {
+            return Err("--max-export-body-bytes must be at least 1024".into());
+        }
         if args.request_timeout_ms == 0 || args.idle_timeout_secs == 0 {
             return Err("--request-timeout-ms and --idle-timeout-secs must be above zero".into());
         }
@@ -498,6 +509,7 @@ impl Settings {
                 max_hold_ms: args.expiry_hold_max_secs.saturating_mul(1000),
             },
             max_body_bytes: args.max_body_bytes,
+            max_export_body_bytes: args.max_export_body_bytes,
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
             max_watch: Duration::from_secs(args.max_watch_secs),
@@ -569,6 +581,7 @@ mod tests {
             (&["--stale-after-secs", "1"], "--stale-after-secs"),
             (&["--ready-max-staleness-secs", "10"], "--ready-max-staleness-secs"),
             (&["--max-body-bytes", "10"], "--max-body-bytes"),
+            (&["--max-export-body-bytes", "10"], "--max-export-body-bytes"),
             (&["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"], "must differ"),
             (&["--writer-id", " "], "--writer-id"),
             (&["--expiry-hold-threshold", "0"], "--expiry-hold-threshold"),

@@ -85,6 +85,7 @@ impl Registry {
             max_watch: settings.max_watch,
             watch_slots: Arc::new(Semaphore::new(settings.max_watches)),
             max_body_bytes: settings.max_body_bytes,
+            max_export_body_bytes: settings.max_export_body_bytes,
             request_timeout: settings.request_timeout,
             ready_max_staleness: settings.ready_max_staleness,
             shutdown: shutdown_rx,

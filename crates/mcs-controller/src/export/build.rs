@@ -1,8 +1,14 @@
 //! What a ServiceExport sends to the registry, built from its Service and
 //! the Service's EndpointSlices; a pure function, so hashing and every
 //! field's mapping are tested without an API server.
+//!
+//! Exported labels and annotations that Kubernetes would refuse on the
+//! importing clusters' ServiceImports make the ServiceExport invalid here,
+//! naming the key, rather than exported to fail everywhere else.
 
 use crate::crd::ServiceExport;
+use crate::import::plan::SLICE_MANAGED_BY_LABEL;
+use crate::{MANAGED_BY, metadata};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -21,6 +27,12 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const NO_SERVICE: &str = "NoService";
 /// Reason of `Valid=False` for an ExternalName Service.
 pub const INVALID_SERVICE_TYPE: &str = "InvalidServiceType";
+/// Reason of `Valid=False` for an `exportedLabels` entry Kubernetes would
+/// refuse (not one of the MCS API's reasons, which name none for it).
+pub const INVALID_EXPORTED_LABELS: &str = "InvalidExportedLabels";
+/// Reason of `Valid=False` for `exportedAnnotations` Kubernetes would
+/// refuse (a key, or their total size).
+pub const INVALID_EXPORTED_ANNOTATIONS: &str = "InvalidExportedAnnotations";
 
 /// A ServiceExport's export, or why it cannot be exported.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +41,8 @@ pub enum Built {
     Valid(Box<ExportRequest>),
     /// `Valid=False` with this reason and message; nothing is exported.
     Invalid {
-        /// `NoService` or `InvalidServiceType`.
+        /// `NoService`, `InvalidServiceType`, `InvalidExportedLabels` or
+        /// `InvalidExportedAnnotations`.
         reason: &'static str,
         /// A human sentence.
         message: String,
@@ -38,9 +51,22 @@ pub enum Built {
 
 /// Builds the export of `export` from its Service (if any) and the
 /// Service's EndpointSlices. Deterministic: the same objects in any order
-/// build the same request.
+/// build the same request. Slices managed by this controller (those it
+/// imported) are not the Service's own endpoints and are left out.
 pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[EndpointSlice]) -> Built {
     let name = export.metadata.name.as_deref().unwrap_or_default();
+    if let Some(problem) = metadata::labels_problem(&export.spec.exported_labels) {
+        return Built::Invalid {
+            reason: INVALID_EXPORTED_LABELS,
+            message: format!("exportedLabels: {problem}"),
+        };
+    }
+    if let Some(problem) = metadata::annotations_problem(&export.spec.exported_annotations) {
+        return Built::Invalid {
+            reason: INVALID_EXPORTED_ANNOTATIONS,
+            message: format!("exportedAnnotations: {problem}"),
+        };
+    }
     let Some(service) = service else {
         return Built::Invalid {
             reason: NO_SERVICE,
@@ -60,7 +86,7 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
         ServiceType::ClusterSetIP
     };
     let mut slices: Vec<&EndpointSlice> =
-        slices.iter().filter(|s| s.address_type != "FQDN").collect();
+        slices.iter().filter(|s| s.address_type != "FQDN" && !imported_by_us(s)).collect();
     slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
 
     let ports: Vec<ServicePort> = spec
@@ -197,6 +223,12 @@ fn own_ports(ports: &[ServicePort], slice: &EndpointSlice) -> BTreeMap<String, u
             (number != p.endpoint_port()).then(|| (p.name.clone(), number))
         })
         .collect()
+}
+
+/// Whether `slice` is one this controller wrote for an import.
+pub fn imported_by_us(slice: &EndpointSlice) -> bool {
+    slice.metadata.labels.as_ref().and_then(|l| l.get(SLICE_MANAGED_BY_LABEL)).map(String::as_str)
+        == Some(MANAGED_BY)
 }
 
 fn to_protocol(p: Option<&str>) -> Protocol {

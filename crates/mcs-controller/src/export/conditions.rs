@@ -24,7 +24,7 @@ pub const FAILED: &str = "Failed";
 pub enum Observed {
     /// Not exportable: `Valid=False` with this reason.
     Invalid {
-        /// `NoService` or `InvalidServiceType`.
+        /// One of `build`'s reasons (`NoService`, `InvalidServiceType`, ...).
         reason: &'static str,
         /// A human sentence.
         message: String,

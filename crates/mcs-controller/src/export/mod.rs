@@ -5,6 +5,7 @@
 pub mod build;
 pub mod conditions;
 pub mod reconciler;
+pub mod slice_index;
 pub mod state;
 
 pub use reconciler::FINALIZER;

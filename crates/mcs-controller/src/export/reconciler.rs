@@ -6,9 +6,12 @@
 //!    finalizer added ─▶ build ─▶ valid, content hash changed? ─▶ PUT export
 //!                             └▶ invalid ─▶ withdraw it if the registry may hold it
 //!    conditions (Valid, Ready, Conflict) ─▶ server-side apply of status, if changed
-//!    deleted ─▶ withdraw, then the finalizer goes
+//!                             └▶ refused by the registry (4xx) ─▶ withdraw the previous one
+//!    deleted ─▶ withdraw (bounded), then the finalizer goes; not withdrawn ─▶ left to the sweep
+//!  EndpointSlice watch ─▶ SliceIndex ─▶ the Service a slice names and the one it left
 //!  registry GET /v1/exports (watch) ─▶ this cluster's conditions changed ─▶ reconcile all
-//!  re-registration, periodic resync (jittered) ─▶ reconcile all, re-send / repair drift
+//!  re-registration, periodic resync (jittered) ─▶ reconcile all, re-send / repair drift,
+//!                                                sweep: withdraw orphans and left-over exports
 //! ```
 //!
 //! What was sent is remembered in memory (hash per export): a reconcile
@@ -17,12 +20,27 @@
 //! registry is missing or differs is sent again, and exports of this
 //! cluster that no ServiceExport asks for any more are withdrawn.
 //! Graceful stop withdraws nothing. See docs/design.md §13.
+//!
+//! A deleted ServiceExport's finalizer waits at most
+//! [`CLEANUP_WITHDRAWAL_BOUND`] for the withdrawal (a namespace being
+//! deleted waits on it): past that, or refused, the finalizer goes and the
+//! export is remembered for the sweep, which withdraws it on each resync
+//! until the registry takes it. A controller restarted meanwhile finds it
+//! as an orphan in the registry's list.
+//!
+//! An export the registry refuses (`4xx`: too large, invalid) is not left
+//! standing in its previous form: the previous export is withdrawn, so
+//! that importing clusters do not serve endpoints that no longer hold as
+//! if they were current; `Ready=False` (`Failed`) carries the registry's
+//! message.
 
 use super::build::{Built, NO_SERVICE, SERVICE_NAME_LABEL, build, content_hash};
 use super::conditions::{self, Observed};
+use super::slice_index::SliceIndex;
 use super::state::{Id, State};
 use crate::crd::ServiceExport;
-use crate::{Context, FIELD_MANAGER, metrics};
+use crate::import::plan::SLICE_MANAGED_BY_LABEL;
+use crate::{Context, FIELD_MANAGER, MANAGED_BY, metrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -31,9 +49,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -45,6 +64,11 @@ pub const FINALIZER: &str = "multicluster.x-k8s.io/mcs-registry-controller";
 
 /// Longest delay between retries of a failing reconcile.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How long a deleted ServiceExport's finalizer, and each withdrawal of the
+/// sweep, waits for the registry (whose client retries an outage for
+/// longer).
+pub const CLEANUP_WITHDRAWAL_BOUND: Duration = Duration::from_secs(5);
 
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -65,16 +89,23 @@ pub enum Error {
 pub struct Exporter {
     ctx: Arc<Context>,
     state: Mutex<State>,
+    /// Exports of deleted ServiceExports whose withdrawal did not go
+    /// through: the sweep withdraws them.
+    withdraw_later: Mutex<BTreeSet<Id>>,
 }
 
 impl Exporter {
     /// A reconciler for `ctx`'s cluster.
     pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx, state: Mutex::new(State::default()) }
+        Self { ctx, state: Mutex::new(State::default()), withdraw_later: Mutex::default() }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn withdraw_later(&self) -> MutexGuard<'_, BTreeSet<Id>> {
+        self.withdraw_later.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn key(&self, id: &Id) -> Option<ExportKey> {
@@ -114,6 +145,15 @@ impl Exporter {
         }
     }
 
+    /// [`Self::withdraw`], giving up after [`CLEANUP_WITHDRAWAL_BOUND`].
+    async fn withdraw_bounded(&self, key: &ExportKey) -> Result<(), String> {
+        match tokio::time::timeout(CLEANUP_WITHDRAWAL_BOUND, self.withdraw(key)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer within {} s", CLEANUP_WITHDRAWAL_BOUND.as_secs())),
+        }
+    }
+
     /// Withdraws the export; one the registry does not know is gone already.
     async fn withdraw(&self, key: &ExportKey) -> Result<(), mcs_client::Error> {
         let mut retried = false;
@@ -150,7 +190,10 @@ impl Exporter {
             s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("ExternalName")
         });
         let slices = if exportable {
-            let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", id.1));
+            let params = ListParams::default().labels(&format!(
+                "{SERVICE_NAME_LABEL}={},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}",
+                id.1
+            ));
             Api::<EndpointSlice>::namespaced(kube, &id.0).list(&params).await?.items
         } else {
             Vec::new()
@@ -168,8 +211,24 @@ impl Exporter {
                             (Observed::Accepted(st.registry_conditions(&id)), Ok(()))
                         }
                         Err(e) => {
+                            let mut message = failure_message(&e);
+                            if matches!(e, mcs_client::Error::Invalid { .. })
+                                && self.state().registry_may_hold(&id)
+                            {
+                                // What the registry holds is an older
+                                // state of the service: not to be served
+                                // as current.
+                                match self.withdraw(&key).await {
+                                    Ok(()) => {
+                                        message.push_str("; the previous export was withdrawn")
+                                    }
+                                    Err(w) => message.push_str(&format!(
+                                        "; the previous export could not be withdrawn: {w}"
+                                    )),
+                                }
+                            }
                             self.state().forget(&id);
-                            (Observed::Failed(failure_message(&e)), Err(Error::Registry(e)))
+                            (Observed::Failed(message), Err(Error::Registry(e)))
                         }
                     }
                 } else {
@@ -210,8 +269,12 @@ impl Exporter {
         let id = id_of(se);
         if let Some(key) = self.key(&id)
             && self.state().registry_may_hold(&id)
+            && let Err(error) = self.withdraw_bounded(&key).await
         {
-            self.withdraw(&key).await?;
+            // The finalizer must not hold the object (and its namespace)
+            // while the registry is away: the sweep withdraws it later.
+            tracing::warn!(export = %key, %error, "export not withdrawn; left to the resync's sweep");
+            self.withdraw_later().insert(id.clone());
         }
         let mut st = self.state();
         st.remove(&id);
@@ -249,21 +312,37 @@ impl Exporter {
     }
 
     /// Withdraws this cluster's exports in the registry that no
-    /// ServiceExport asks for (deleted while no controller ran).
+    /// ServiceExport asks for: deleted while no controller ran, or deleted
+    /// while the registry could not be reached (kept until withdrawn).
     async fn sweep_orphans(&self, store: &Store<ServiceExport>) {
-        let orphans =
-            self.state().orphans(|id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some());
-        for id in orphans {
-            if let Some(key) = self.key(&id) {
-                match self.withdraw(&key).await {
-                    Ok(()) => tracing::info!(export = %key, "orphaned export withdrawn"),
-                    Err(error) => {
-                        tracing::warn!(export = %key, %error, "orphaned export not withdrawn")
-                    }
+        let exists = |id: &Id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some();
+        let orphans = self.state().orphans(exists);
+        let targets = sweep_targets(orphans, &mut self.withdraw_later(), exists);
+        for id in targets {
+            let Some(key) = self.key(&id) else { continue };
+            match self.withdraw_bounded(&key).await {
+                Ok(()) => {
+                    self.withdraw_later().remove(&id);
+                    tracing::info!(export = %key, "orphaned export withdrawn");
+                }
+                Err(error) => {
+                    tracing::warn!(export = %key, %error, "orphaned export not withdrawn")
                 }
             }
         }
     }
+}
+
+/// What a sweep withdraws: the `orphans` of the registry's view and the
+/// exports cleanups left to it (`later`), less those whose ServiceExport
+/// `exists` again: those are its own reconcile's, and leave `later`.
+fn sweep_targets(
+    orphans: Vec<Id>,
+    later: &mut BTreeSet<Id>,
+    exists: impl Fn(&Id) -> bool,
+) -> BTreeSet<Id> {
+    later.retain(|id| !exists(id));
+    orphans.into_iter().chain(later.iter().cloned()).collect()
 }
 
 fn id_of(se: &ServiceExport) -> Id {
@@ -402,6 +481,25 @@ async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: C
     }
 }
 
+/// The ServiceExports that EndpointSlice events touch: a slice's Service,
+/// and the one it named before (`SliceIndex`). The slices this controller
+/// imported are not watched: they are no Service's own endpoints.
+fn slice_triggers(kube: kube::Client) -> impl futures::Stream<Item = ObjectRef<ServiceExport>> {
+    let selector = format!("{SERVICE_NAME_LABEL},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}");
+    let mut index = SliceIndex::default();
+    watcher(Api::<EndpointSlice>::all(kube), watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .filter_map(|event| async move {
+            event.map_err(|error| tracing::debug!(%error, "endpointslice watch")).ok()
+        })
+        .flat_map(move |event| {
+            let touched = index.on_event(event);
+            futures::stream::iter(
+                touched.into_iter().map(|(ns, name)| ObjectRef::new(&name).within(&ns)),
+            )
+        })
+}
+
 /// Runs the export reconciler until `cancel`.
 pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
     let ex = Arc::new(Exporter::new(ctx.clone()));
@@ -417,14 +515,7 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
                 watcher::Config::default(),
                 |svc: Service| Some(ObjectRef::new(&svc.name_any()).within(&svc.namespace()?)),
             )
-            .watches(
-                Api::<EndpointSlice>::all(kube),
-                watcher::Config::default().labels(SERVICE_NAME_LABEL),
-                |slice: EndpointSlice| {
-                    let service = slice.labels().get(SERVICE_NAME_LABEL)?;
-                    Some(ObjectRef::new(service).within(&slice.namespace()?))
-                },
-            );
+            .reconcile_on(slice_triggers(kube));
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
@@ -454,4 +545,24 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     follower_stop.cancel();
     follower.await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(name: &str) -> Id {
+        ("demo".to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn the_sweep_withdraws_left_over_exports_until_their_service_export_is_back() {
+        let mut later = BTreeSet::from([id("gone"), id("recreated")]);
+        let exists = |i: &Id| i.1 == "recreated";
+        let targets = sweep_targets(vec![id("orphan"), id("gone")], &mut later, exists);
+        assert_eq!(targets, BTreeSet::from([id("gone"), id("orphan")]));
+        assert_eq!(later, BTreeSet::from([id("gone")]), "a recreated one is not withdrawn");
+        // Without a view (no orphans), what cleanups left is still withdrawn.
+        assert_eq!(sweep_targets(vec![], &mut later, |_| false), BTreeSet::from([id("gone")]));
+    }
 }

@@ -9,7 +9,11 @@
 //! ```
 //!
 //! Every write is a server-side apply under [`FIELD_MANAGER`], forced, and
-//! only made when `diff::differs` says it would change something.
+//! only made when `diff::differs` says it would change something. Each
+//! object is applied whatever became of the others: one the API server
+//! refuses fails the sync (logged, counted, retried with backoff) after
+//! the rest were brought in step. Only a ServiceImport that does not exist
+//! and cannot be created stops the rest, which it would own.
 
 use super::diff;
 use super::plan::{self, Observed, Plan, RegistryState};
@@ -349,9 +353,45 @@ async fn apply_status(
     Ok(true)
 }
 
+/// The failures of one sync. Each object is applied whatever became of
+/// the others (a ServiceImport the API server refuses must not freeze the
+/// slices); the sync then fails with all of them, and is retried.
+#[derive(Debug, Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    /// The value of `result`, or `None` with its error recorded against `what`.
+    fn check<T, E: Into<anyhow::Error>>(
+        &mut self,
+        what: impl std::fmt::Display,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        let error: anyhow::Error = match result {
+            Ok(value) => return Some(value),
+            Err(error) => error.into(),
+        };
+        self.0.push(match error.downcast_ref::<kube::Error>() {
+            // kube's own text repeats the whole status.
+            Some(kube::Error::Api(status)) => {
+                format!("{what}: {} ({})", status.message, status.code)
+            }
+            _ => format!("{what}: {error:#}"),
+        });
+        None
+    }
+
+    fn into_result(self) -> anyhow::Result<()> {
+        match self.0.len() {
+            0 => Ok(()),
+            n => Err(anyhow::anyhow!("{n} object(s) not in step: {}", self.0.join("; "))),
+        }
+    }
+}
+
 /// Brings the objects of `import` in step with its plan; the namespace must
 /// exist. With the registry not available, `Ready` says so and nothing is
-/// deleted (the plan is the last complete list's).
+/// deleted (the plan is the last complete list's). Every object is tried;
+/// an error names each that failed (the rest were applied).
 pub async fn sync(
     client: &kube::Client,
     stores: &Stores,
@@ -363,11 +403,13 @@ pub async fn sync(
     let now = jiff::Timestamp::now();
     let (namespace, name) = (import.namespace.as_str(), import.name.as_str());
     let mut outcome = Outcome::default();
+    let mut failures = Failures::default();
     let imports: Api<crd::ServiceImport> = Api::namespaced(client.clone(), namespace);
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
 
-    // The ServiceImport first: its uid owns the rest.
+    // The ServiceImport first: its uid owns the rest. One that exists owns
+    // them even when its update is refused.
     let current = stores.import(namespace, name);
     let conditions = current
         .as_ref()
@@ -380,12 +422,27 @@ pub async fn sync(
     let observed = Observed { cluster_ips: &ips, conditions: &conditions, cluster_families };
     let mut desired = plan::service_import(import, observed, state, now);
     let status = desired.status.take().unwrap_or_default();
-    let mut si: crd::ServiceImport = match current {
-        Some(c) if !needs_apply(&desired, Some(c.as_ref()), None)? => (*c).clone(),
+    let si = match &current {
+        Some(c) if !needs_apply(&desired, Some(c.as_ref()), None)? => Some((**c).clone()),
         _ => {
-            outcome.writes += 1;
-            apply(&imports, &desired).await?
+            let refused = plan::refused_metadata(import);
+            if !refused.is_empty() {
+                tracing::warn!(%namespace, %name, ?refused, "exported labels or annotations Kubernetes refuses: left out");
+            }
+            let what = format!("ServiceImport {namespace}/{name}");
+            match failures.check(what, apply(&imports, &desired).await) {
+                Some(si) => {
+                    outcome.writes += 1;
+                    Some(si)
+                }
+                None => current.as_deref().cloned(),
+            }
         }
+    };
+    let Some(mut si) = si else {
+        // Nothing else can be owned before the ServiceImport exists.
+        failures.into_result()?;
+        anyhow::bail!("ServiceImport {namespace}/{name} was not created");
     };
     let uid = si
         .metadata
@@ -394,50 +451,27 @@ pub async fn sync(
         .ok_or_else(|| anyhow::anyhow!("ServiceImport {namespace}/{name} has no uid"))?;
     let plan = Plan::new(import, &uid, observed, state, max_per_slice, now);
 
-    // The derived Service; clusterIP cannot change between an IP and None,
-    // so a type change replaces it.
-    if let Some(svc) = &current_svc
-        && is_headless(svc) != is_headless(&plan.service)
-    {
-        if delete(&services, svc.as_ref()).await? {
-            outcome.deletes += 1;
-        }
-        current_svc = None;
-    }
-    let svc = match &current_svc {
-        Some(c) if !needs_apply(&plan.service, Some(c.as_ref()), None)? => (**c).clone(),
-        _ => {
-            outcome.writes += 1;
-            match apply(&services, &plan.service).await {
-                Ok(svc) => svc,
-                // An immutable field changed (e.g. the IP families): replace it.
-                Err(kube::Error::Api(s)) if s.is_invalid() && current_svc.is_some() => {
-                    tracing::info!(%namespace, %name, reason = %s.message, "replacing the derived service");
-                    if let Some(old) = &current_svc
-                        && delete(&services, old.as_ref()).await?
-                    {
-                        outcome.deletes += 1;
-                    }
-                    apply(&services, &plan.service).await?
+    let what = format!("Service {namespace}/{derived}");
+    let svc = apply_derived(&services, current_svc.take(), &plan.service, &mut outcome).await;
+    if let Some(svc) = failures.check(what, svc) {
+        // The clusterset IPs, once the derived Service has them.
+        let ips_now = cluster_ips(Some(&svc));
+        if ips_now != ips {
+            let observed =
+                Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
+            let mut again = plan::service_import(import, observed, state, now);
+            again.status = None;
+            if needs_apply(&again, Some(&si), None)? {
+                let what = format!("ServiceImport {namespace}/{name} ips");
+                if let Some(written) = failures.check(what, apply(&imports, &again).await) {
+                    outcome.writes += 1;
+                    si = written;
                 }
-                Err(e) => return Err(e.into()),
             }
         }
-    };
-
-    // The clusterset IPs, once the derived Service has them.
-    let ips_now = cluster_ips(Some(&svc));
-    if ips_now != ips {
-        let observed =
-            Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
-        let mut again = plan::service_import(import, observed, state, now);
-        again.status = None;
-        if needs_apply(&again, Some(&si), None)? {
-            outcome.writes += 1;
-            si = apply(&imports, &again).await?;
-        }
     }
-    if apply_status(&imports, &si, &status).await? {
+    let what = format!("ServiceImport {namespace}/{name} status");
+    if failures.check(what, apply_status(&imports, &si, &status).await) == Some(true) {
         outcome.writes += 1;
     }
 
@@ -447,29 +481,74 @@ pub async fn sync(
         let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
         let current = stores.slice(namespace, slice_name);
         if needs_apply(slice, current.as_deref(), None)? {
-            outcome.writes += 1;
-            apply(&slices, slice).await?;
+            let what = format!("EndpointSlice {namespace}/{slice_name}");
+            if failures.check(what, apply(&slices, slice).await).is_some() {
+                outcome.writes += 1;
+            }
         }
     }
     let planned: BTreeSet<&str> =
         plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
     for extra in unplanned(stores.slices_of(&key), &planned, state) {
-        if delete(&slices, extra.as_ref()).await? {
+        let what = format!("deleting EndpointSlice {namespace}/{}", extra.name_any());
+        if failures.check(what, delete(&slices, extra.as_ref()).await) == Some(true) {
             outcome.deletes += 1;
         }
     }
     for extra in unplanned(stores.services_of(&key), &BTreeSet::from([derived.as_str()]), state) {
-        if delete(&services, extra.as_ref()).await? {
+        let what = format!("deleting Service {namespace}/{}", extra.name_any());
+        if failures.check(what, delete(&services, extra.as_ref()).await) == Some(true) {
             outcome.deletes += 1;
         }
     }
+    failures.into_result()?;
     let ready = status
         .conditions
         .iter()
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+}
+
+/// Applies the derived Service `wanted` over `current` (if it changes
+/// anything); clusterIP cannot change between an IP and None, nor can the
+/// IP families, so such a change replaces it.
+async fn apply_derived(
+    services: &Api<Service>,
+    mut current: Option<Arc<Service>>,
+    wanted: &Service,
+    outcome: &mut Outcome,
+) -> kube::Result<Service> {
+    if let Some(svc) = &current
+        && is_headless(svc) != is_headless(wanted)
+    {
+        if delete(services, svc.as_ref()).await? {
+            outcome.deletes += 1;
+        }
+        current = None;
+    }
+    match &current {
+        Some(c) if !needs_apply(wanted, Some(c.as_ref()), None).unwrap_or(true) => {
+            return Ok((**c).clone());
+        }
+        _ => {}
+    }
+    outcome.writes += 1;
+    match apply(services, wanted).await {
+        Ok(svc) => Ok(svc),
+        Err(kube::Error::Api(s)) if s.is_invalid() && current.is_some() => {
+            let name = wanted.name_any();
+            tracing::info!(%name, reason = %s.message, "replacing the derived service");
+            if let Some(old) = &current
+                && delete(services, old.as_ref()).await?
+            {
+                outcome.deletes += 1;
+            }
+            apply(services, wanted).await
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Those of `ours` (objects of one service) that are not `planned` and are

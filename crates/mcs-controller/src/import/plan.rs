@@ -13,8 +13,8 @@
 //! is in the cluster (see `diff.rs`) tells whether anything must be
 //! written. See docs/design.md §13.
 
-use crate::MANAGED_BY;
 use crate::crd::{self, ClusterStatus, ServiceImportPort, ServiceImportSpec, ServiceImportStatus};
+use crate::{MANAGED_BY, metadata};
 use k8s_openapi::api::core::v1::SessionAffinityConfig;
 use k8s_openapi::api::core::v1::{ClientIPConfig, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
@@ -186,7 +186,9 @@ pub struct Observed<'a> {
     pub cluster_families: &'a [IpFamily],
 }
 
-/// The ServiceImport custom resource of `import`, status included.
+/// The ServiceImport custom resource of `import`, status included; the
+/// import's labels and annotations that Kubernetes would refuse are left
+/// out ([`refused_metadata`] names them).
 pub fn service_import(
     import: &mcs_api::ServiceImport,
     observed: Observed<'_>,
@@ -217,12 +219,15 @@ pub fn service_import(
         internal_traffic_policy: import.internal_traffic_policy.map(|p| policy_name(p).into()),
         traffic_distribution: import.traffic_distribution.clone(),
     };
-    let mut labels = import.labels.clone();
+    // What the API server would refuse (from an exporter that did not
+    // check) is left out, or the whole ServiceImport would be refused.
+    let (mut labels, _) = metadata::valid_labels(&import.labels);
     labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    let (annotations, _) = metadata::valid_annotations(&import.annotations);
     let mut cr = crd::ServiceImport::new(import.name.as_str(), spec);
     cr.metadata.namespace = Some(import.namespace.as_str().into());
     cr.metadata.labels = Some(labels);
-    cr.metadata.annotations = (!import.annotations.is_empty()).then(|| import.annotations.clone());
+    cr.metadata.annotations = (!annotations.is_empty()).then_some(annotations);
 
     let ready = match state.override_ready() {
         Some((reason, message)) => {
@@ -256,6 +261,15 @@ pub fn service_import(
         conditions: vec![ready],
     });
     cr
+}
+
+/// The keys of `import`'s labels and annotations that [`service_import`]
+/// leaves out, as `labels/<key>` and `annotations/<key>`.
+pub fn refused_metadata(import: &mcs_api::ServiceImport) -> Vec<String> {
+    let (_, labels) = metadata::valid_labels(&import.labels);
+    let (_, annotations) = metadata::valid_annotations(&import.annotations);
+    let labels = labels.into_iter().map(|k| format!("labels/{k}"));
+    labels.chain(annotations.into_iter().map(|k| format!("annotations/{k}"))).collect()
 }
 
 /// The cluster IPs ordered by the import's IP families; IPs of other
@@ -900,6 +914,22 @@ mod tests {
         assert_eq!(unavailable_status(Some(&current), &RegistryState::Available, later), None);
         let again = unavailable_status(Some(&status), &RegistryState::Incomplete, now()).unwrap();
         assert_eq!(again, status, "an unchanged outage writes nothing new");
+    }
+
+    #[test]
+    fn labels_and_annotations_kubernetes_would_refuse_are_left_out_of_the_service_import() {
+        let mut imp = import(vec![cluster("east", endpoints_v4(1))]);
+        imp.labels.insert("tier".into(), "front end".into());
+        imp.annotations.insert("a note".into(), "x".into());
+        let si = service_import(&imp, Observed::default(), &RegistryState::Available, now());
+        let labels = si.metadata.labels.unwrap();
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"), "the valid ones stay");
+        assert!(!labels.contains_key("tier"));
+        let annotations = si.metadata.annotations.unwrap();
+        assert!(annotations.contains_key("mcs-registry.io/pool"));
+        assert!(!annotations.contains_key("a note"));
+        assert_eq!(refused_metadata(&imp), ["labels/tier", "annotations/a note"]);
+        assert!(refused_metadata(&import(vec![])).is_empty());
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct AppState {
     pub watch_slots: Arc<Semaphore>,
     /// Largest accepted body.
     pub max_body_bytes: usize,
+    /// Largest accepted body of an export write.
+    pub max_export_body_bytes: usize,
     /// Bound on reading a request body.
     pub request_timeout: Duration,
     /// Oldest last successful poll `/readyz` accepts (`None`: no bound).
@@ -55,6 +57,7 @@ pub struct AppState {
 /// The public API router.
 pub fn router(state: Arc<AppState>) -> Router {
     let limit = state.max_body_bytes;
+    let export_limit = DefaultBodyLimit::max(state.max_export_body_bytes);
     let authz = state.spiffe_trust_domain.is_some();
     // Discovered pools and routers take no writes: a registration stored
     // but never served would be acknowledged and lost.
@@ -87,7 +90,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/v1/clusters/{cluster_id}/exports/{namespace}/{name}",
-            put(writes::put_export).delete(writes::withdraw_export),
+            put(writes::put_export).layer(export_limit).delete(writes::withdraw_export),
         )
         .route("/v1/exports", get(lists::exports))
         .route("/v1/imports", get(lists::imports))

@@ -217,3 +217,41 @@ fn an_endpoint_behind_another_container_port_keeps_it() {
     let req = valid(build(&export(), Some(&service(service_json())), &rolled));
     assert!(req.endpoints.iter().all(|e| e.target_ports.is_empty()));
 }
+
+#[test]
+fn labels_or_annotations_kubernetes_would_refuse_make_it_invalid_naming_the_key() {
+    let svc = service(service_json());
+    let mut labelled = export();
+    labelled.spec.exported_labels.insert("tier".into(), "front end".into());
+    let Built::Invalid { reason, message } = build(&labelled, Some(&svc), &slices()) else {
+        panic!("a label value with a space was exported")
+    };
+    assert_eq!(reason, INVALID_EXPORTED_LABELS);
+    assert!(message.contains("exportedLabels") && message.contains("\"tier\""), "{message}");
+    let mut annotated = export();
+    annotated.spec.exported_annotations.insert("my note".into(), "x".into());
+    let Built::Invalid { reason, message } = build(&annotated, Some(&svc), &slices()) else {
+        panic!("an annotation key with a space was exported")
+    };
+    assert_eq!(reason, INVALID_EXPORTED_ANNOTATIONS);
+    assert!(message.contains("\"my note\""), "{message}");
+    // Annotation values are free text.
+    let mut free = export();
+    free.spec.exported_annotations.insert("note".into(), "any text, spaces too".into());
+    valid(build(&free, Some(&svc), &slices()));
+}
+
+#[test]
+fn slices_this_controller_imported_are_not_exported() {
+    let mut ours = slices()[0].clone();
+    ours.metadata.name = Some("derived-0123456789abcdef-west-ipv4-0".into());
+    ours.metadata.labels.as_mut().unwrap().insert(SLICE_MANAGED_BY_LABEL.into(), MANAGED_BY.into());
+    ours.endpoints.as_mut().unwrap()[0].addresses = vec!["10.2.0.1".into()];
+    let svc = service(service_json());
+    let alone = valid(build(&export(), Some(&svc), &slices()));
+    let mut with_ours = slices();
+    with_ours.push(ours);
+    let req = valid(build(&export(), Some(&svc), &with_ours));
+    assert_eq!(req.endpoints, alone.endpoints);
+    assert!(!req.endpoints.iter().any(|e| e.addresses[0].to_string() == "10.2.0.1"));
+}
