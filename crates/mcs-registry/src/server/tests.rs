@@ -163,9 +163,30 @@ async fn a_client_that_never_reads_its_responses_loses_its_slot() {
         assert!(std::time::Instant::now() < deadline, "the stalled client kept its slot");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rendered = metrics.render();
-    let series = "mcs_http_connection_timeouts_total{listener=\"api\",reason=\"write\"}";
-    let counted = rendered.lines().find_map(|l| l.strip_prefix(series)).map(str::trim);
-    assert!(counted.is_some_and(|n| n != "0"), "{series} counted: {counted:?}");
+    assert_timed_out(&metrics, "write");
     drop(stalled);
+}
+
+/// Asserts that `mcs_http_connection_timeouts_total` of the API listener
+/// counted `reason` (the recorder is shared by every test of the crate:
+/// at least once).
+fn assert_timed_out(metrics: &metrics_exporter_prometheus::PrometheusHandle, reason: &str) {
+    let rendered = metrics.render();
+    let series =
+        format!("mcs_http_connection_timeouts_total{{listener=\"api\",reason=\"{reason}\"}}");
+    let counted = rendered.lines().find_map(|l| l.strip_prefix(&series)).map(str::trim);
+    assert!(counted.is_some_and(|n| n != "0"), "{series} counted: {counted:?}");
+}
+
+/// An HTTP/1.1 connection that sends nothing is closed after
+/// `--idle-timeout-secs` (hyper's header read timeout), and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http1_connection_is_closed_and_counted() {
+    let metrics = crate::metrics::install();
+    let server = served(&["--idle-timeout-secs", "1"]).await;
+    let mut idle = TcpStream::connect(server.addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(10), idle.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed by the server: {read:?}");
+    assert_timed_out(&metrics, "idle");
 }
