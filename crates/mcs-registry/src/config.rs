@@ -187,10 +187,26 @@ pub struct Args {
     #[arg(long, env = "MCS_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
     pub request_timeout_ms: u64,
 
-    /// An idle keep-alive connection (or one slow to send its headers) is
-    /// closed after this long.
+    /// A connection without a request for this long is closed: HTTP/1.1
+    /// an idle keep-alive connection (or one slow to send its headers),
+    /// HTTP/2 one with no request in flight.
     #[arg(long, env = "MCS_IDLE_TIMEOUT_SECS", default_value_t = 60)]
     pub idle_timeout_secs: u64,
+
+    /// A connection whose response makes no write progress for this long
+    /// (a client that stopped reading, pipelined requests or a watch
+    /// included) is closed.
+    #[arg(long, env = "MCS_WRITE_TIMEOUT_SECS", default_value_t = 30)]
+    pub write_timeout_secs: u64,
+
+    /// HTTP/2: ping a connection after this long without a frame from the
+    /// client.
+    #[arg(long, env = "MCS_HTTP2_KEEPALIVE_INTERVAL_SECS", default_value_t = 30)]
+    pub http2_keepalive_interval_secs: u64,
+
+    /// HTTP/2: close a connection whose ping is not answered within this.
+    #[arg(long, env = "MCS_HTTP2_KEEPALIVE_TIMEOUT_SECS", default_value_t = 20)]
+    pub http2_keepalive_timeout_secs: u64,
 
     /// Longest `timeout_secs` a watch may ask for; 1 to 86400.
     #[arg(long, env = "MCS_MAX_WATCH_SECS", default_value_t = 300)]
@@ -313,6 +329,12 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Idle connection bound.
     pub idle_timeout: Duration,
+    /// Bound on a write without progress.
+    pub write_timeout: Duration,
+    /// HTTP/2 keep-alive ping interval.
+    pub http2_keepalive_interval: Duration,
+    /// HTTP/2 keep-alive ping timeout.
+    pub http2_keepalive_timeout: Duration,
     /// Longest watch.
     pub max_watch: Duration,
     /// Connection cap per listener.
@@ -466,8 +488,16 @@ impl Settings {
         if args.max_export_body_bytes < 1024 {
             return Err("--max-export-body-bytes must be at least 1024".into());
         }
-        if args.request_timeout_ms == 0 || args.idle_timeout_secs == 0 {
-            return Err("--request-timeout-ms and --idle-timeout-secs must be above zero".into());
+        for (flag, value) in [
+            ("--request-timeout-ms", args.request_timeout_ms),
+            ("--idle-timeout-secs", args.idle_timeout_secs),
+            ("--write-timeout-secs", args.write_timeout_secs),
+            ("--http2-keepalive-interval-secs", args.http2_keepalive_interval_secs),
+            ("--http2-keepalive-timeout-secs", args.http2_keepalive_timeout_secs),
+        ] {
+            if value == 0 {
+                return Err(format!("{flag} must be above zero"));
+            }
         }
         if !(1..=MAX_WATCH_SECS).contains(&args.max_watch_secs) {
             return Err(format!("--max-watch-secs must be 1 to {MAX_WATCH_SECS}"));
@@ -512,6 +542,9 @@ impl Settings {
             max_export_body_bytes: args.max_export_body_bytes,
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs),
+            write_timeout: Duration::from_secs(args.write_timeout_secs),
+            http2_keepalive_interval: Duration::from_secs(args.http2_keepalive_interval_secs),
+            http2_keepalive_timeout: Duration::from_secs(args.http2_keepalive_timeout_secs),
             max_watch: Duration::from_secs(args.max_watch_secs),
             max_connections: args.max_connections,
             max_watches: args.max_watches,
@@ -582,6 +615,10 @@ mod tests {
             (&["--ready-max-staleness-secs", "10"], "--ready-max-staleness-secs"),
             (&["--max-body-bytes", "10"], "--max-body-bytes"),
             (&["--max-export-body-bytes", "10"], "--max-export-body-bytes"),
+            (&["--idle-timeout-secs", "0"], "--idle-timeout-secs must be above zero"),
+            (&["--write-timeout-secs", "0"], "--write-timeout-secs must be above zero"),
+            (&["--http2-keepalive-interval-secs", "0"], "--http2-keepalive-interval-secs"),
+            (&["--http2-keepalive-timeout-secs", "0"], "--http2-keepalive-timeout-secs"),
             (&["--listen", "127.0.0.1:1", "--admin-listen", "127.0.0.1:1"], "must differ"),
             (&["--writer-id", " "], "--writer-id"),
             (&["--expiry-hold-threshold", "0"], "--expiry-hold-threshold"),

@@ -50,6 +50,9 @@ pub const WATCHERS: &str = "mcs_http_watchers";
 pub const HTTP_CONNECTIONS: &str = "mcs_http_connections";
 /// Requests answered `503` past a cap, by reason (`connections`, `watches`).
 pub const HTTP_REFUSED: &str = "mcs_http_refused_total";
+/// Connections closed by a time bound, by listener and reason
+/// ([`CONNECTION_TIMEOUT_REASONS`]).
+pub const HTTP_CONNECTION_TIMEOUTS: &str = "mcs_http_connection_timeouts_total";
 /// Unix time of the last successful poll of storage, in seconds.
 pub const LAST_POLL_OK: &str = "mcs_reader_last_success_timestamp_seconds";
 /// TLS handshakes, by listener and outcome ([`TLS_OUTCOMES`]).
@@ -78,6 +81,12 @@ const WRITE_OUTCOMES: [&str; 8] =
 /// `--tls-handshake-timeout-secs`; the client certificate refused (none,
 /// unknown CA, expired); anything else.
 pub const TLS_OUTCOMES: [&str; 4] = ["ok", "timeout", "client_certificate", "error"];
+
+/// Every `reason` of [`HTTP_CONNECTION_TIMEOUTS`]: no HTTP/2 connection
+/// preface within the TLS handshake timeout; no request (HTTP/1.1: no
+/// request head) within `--idle-timeout-secs`; an HTTP/2 keep-alive ping
+/// unanswered; no write progress within `--write-timeout-secs`.
+pub const CONNECTION_TIMEOUT_REASONS: [&str; 4] = ["preface", "idle", "keepalive", "write"];
 
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -135,6 +144,10 @@ fn describe() {
     describe_gauge!(WATCHERS, "long-polls waiting");
     describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
     describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
+    describe_counter!(
+        HTTP_CONNECTION_TIMEOUTS,
+        "connections closed by a time bound, by listener and reason"
+    );
     describe_counter!(EXPIRY_HOLDS, "mass-expiry holds begun");
     describe_gauge!(EXPIRIES_HELD, "expiries held back now");
     describe_histogram!(WATCH_DURATION, Unit::Seconds, "how long long-poll watches waited");
@@ -182,6 +195,12 @@ fn register_zero() {
     metrics::gauge!(WATCHERS).set(0.0);
     for listener in ["api", "admin"] {
         metrics::gauge!(HTTP_CONNECTIONS, "listener" => listener).set(0.0);
+    }
+    for listener in ["api", "admin"] {
+        for reason in CONNECTION_TIMEOUT_REASONS {
+            metrics::counter!(HTTP_CONNECTION_TIMEOUTS, "listener" => listener, "reason" => reason)
+                .increment(0);
+        }
     }
     for reason in ["connections", "watches"] {
         metrics::counter!(HTTP_REFUSED, "reason" => reason).increment(0);

@@ -20,7 +20,7 @@ use crate::reader::{Reader, ReaderConfig};
 use crate::registrar::Registrar;
 use anyhow::Context;
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use mcs_store::{Backoff, DynamoConfig, DynamoStore, MemoryStore, Store, StoreError};
 use std::sync::Arc;
@@ -322,6 +322,16 @@ pub async fn serve(
 ) {
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
+    let bounds = connection::Bounds {
+        listener: name,
+        write: settings.write_timeout,
+        idle: settings.idle_timeout,
+        // HTTP/2 is spoken only over TLS (ALPN): its preface is the second
+        // half of the handshake.
+        preface: settings.tls.as_ref().map_or(settings.idle_timeout, |t| t.handshake_timeout),
+        keepalive_interval: settings.http2_keepalive_interval,
+        keepalive_timeout: settings.http2_keepalive_timeout,
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(settings.idle_timeout).keep_alive(true);
     let mut refuser = hyper::server::conn::http1::Builder::new();
@@ -329,11 +339,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(connection::REFUSAL_HEAD_TIMEOUT)
         .keep_alive(false);
-    let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-    // HTTP/2 has no header read timeout: pings find dead peers instead.
-    h2.timer(TokioTimer::new())
-        .keep_alive_interval(Some(settings.idle_timeout))
-        .keep_alive_timeout(H2_PING_TIMEOUT);
+    let h2 = bounds.h2_builder();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -354,13 +360,15 @@ pub async fn serve(
                         let (tls, app, h1, h2) = (tls.clone(), app.clone(), builder.clone(), h2.clone());
                         tokio::spawn(async move {
                             if let Some(stream) = tls.accept(stream).await {
-                                serve_tls(stream, app, h1, h2, stop, slot).await;
+                                serve_tls(stream, app, (&h1, &h2), stop, bounds, slot).await;
                             }
                         });
                         continue;
                     }
-                    let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
-                    tokio::spawn(connection::serve(conn, stop, slot));
+                    let (h1, service) = (builder.clone(), TowerToHyperService::new(app.clone()));
+                    tokio::spawn(async move {
+                        connection::serve(&h1, stream, service, stop, bounds, slot).await;
+                    });
                     continue;
                 }
                 metrics::counter!(m::HTTP_REFUSED, "reason" => "connections").increment(1);
@@ -371,17 +379,17 @@ pub async fn serve(
                             tokio::spawn(async move {
                                 let Some(stream) = tls.accept(stream).await else { return };
                                 if crate::tls::is_h2(&stream) {
-                                    let conn = h2.serve_connection(TokioIo::new(stream), connection::refusal());
-                                    connection::serve_h2(conn, stop, permit).await;
+                                    connection::serve_h2(&h2, stream, connection::refusal(), stop, bounds, permit).await;
                                 } else {
-                                    let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
-                                    connection::serve(conn, stop, permit).await;
+                                    connection::serve(&refuser, stream, connection::refusal(), stop, bounds, permit).await;
                                 }
                             });
                             continue;
                         }
-                        let conn = refuser.serve_connection(TokioIo::new(stream), connection::refusal());
-                        tokio::spawn(connection::serve(conn, stop, permit));
+                        let refuser = refuser.clone();
+                        tokio::spawn(async move {
+                            connection::serve(&refuser, stream, connection::refusal(), stop, bounds, permit).await;
+                        });
                     }
                     Err(_) => {
                         tracing::debug!(listener = name, "too many connections refused at once: closing one unanswered");
@@ -402,19 +410,18 @@ pub async fn serve(
     }
 }
 
-/// How long an HTTP/2 keep-alive ping may go unanswered before the
-/// connection is closed.
-const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// Serves one TLS connection after its handshake: HTTP/2 when the client
 /// chose it by ALPN, else HTTP/1.1; every request carries the URI names
 /// of the client's certificate (`crate::authz`).
 async fn serve_tls(
     stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     app: Router,
-    h1: hyper::server::conn::http1::Builder,
-    h2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    (h1, h2): (
+        &hyper::server::conn::http1::Builder,
+        &hyper::server::conn::http2::Builder<TokioExecutor>,
+    ),
     stop: watch::Receiver<bool>,
+    bounds: connection::Bounds,
     slot: connection::Slot,
 ) {
     let session = stream.get_ref().1;
@@ -430,9 +437,9 @@ async fn serve_tls(
         },
     ));
     if is_h2 {
-        connection::serve_h2(h2.serve_connection(TokioIo::new(stream), service), stop, slot).await;
+        connection::serve_h2(h2, stream, service, stop, bounds, slot).await;
     } else {
-        connection::serve(h1.serve_connection(TokioIo::new(stream), service), stop, slot).await;
+        connection::serve(h1, stream, service, stop, bounds, slot).await;
     }
 }
 

@@ -470,3 +470,6 @@ async fn inconsistent_tls_flags_exit_2_naming_them_and_missing_files_exit_1() {
 
 #[path = "tls/authz.rs"]
 mod authz;
+
+#[path = "tls/http2.rs"]
+mod http2;

@@ -15,7 +15,7 @@ use crate::live::LiveView;
 use crate::metrics as m;
 use crate::registrar::Registrar;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, post, put};
@@ -189,19 +189,40 @@ async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
+/// The methods [`track`] names in its labels; any other is `other`.
+static KNOWN_METHODS: [Method; 9] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::PATCH,
+    Method::OPTIONS,
+    Method::CONNECT,
+    Method::TRACE,
+];
+
+/// The `method` label of `method`: one of [`KNOWN_METHODS`] or `other`,
+/// never what a client made up (each new label value is a new series,
+/// held for the life of the process).
+fn method_label(method: &Method) -> &'static str {
+    KNOWN_METHODS.iter().find(|known| *known == method).map_or("other", Method::as_str)
+}
+
 /// Counts and times every request by route template (never the raw path,
-/// whose ids would explode the label space).
+/// whose ids would explode the label space) and [`method_label`]: every
+/// label comes from a closed set, whatever clients send.
 async fn track(request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    let method = request.method().as_str().to_owned();
+    let method = method_label(request.method());
     let started = Instant::now();
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
-    metrics::counter!(m::HTTP_REQUESTS, "route" => route.clone(), "method" => method.clone(), "status" => status)
+    metrics::counter!(m::HTTP_REQUESTS, "route" => route.clone(), "method" => method, "status" => status)
         .increment(1);
     let elapsed = started.elapsed().as_secs_f64();
     // A watch waits by design, up to its timeout: timing it with the other

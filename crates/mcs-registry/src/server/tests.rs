@@ -136,3 +136,57 @@ async fn connections_past_the_cap_get_503_and_are_served_again_once_one_closes()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Issue 22, item 6: nothing bounded a write. A client that pipelines
+/// requests and never reads the responses fills the socket buffers, and
+/// its connection held a slot of `--max-connections` for as long as it
+/// stayed open. Now a write without progress for `--write-timeout-secs`
+/// closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_responses_loses_its_slot() {
+    let metrics = crate::metrics::install();
+    let flags = ["--max-connections", "1", "--max-watches", "1", "--write-timeout-secs", "1"];
+    let server = served(&flags).await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    // A small window fills fast.
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(server.addr).await.unwrap();
+    // About 100 MB of responses, far past what socket buffers hold.
+    let requests = "GET /openapi.json HTTP/1.1\r\nhost: test\r\n\r\n".repeat(1_000);
+    stalled.write_all(requests.as_bytes()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        if get(&mut stream, "/healthz").await.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stalled client kept its slot");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_timed_out(&metrics, "write");
+    drop(stalled);
+}
+
+/// Asserts that `mcs_http_connection_timeouts_total` of the API listener
+/// counted `reason` (the recorder is shared by every test of the crate:
+/// at least once).
+fn assert_timed_out(metrics: &metrics_exporter_prometheus::PrometheusHandle, reason: &str) {
+    let rendered = metrics.render();
+    let series =
+        format!("mcs_http_connection_timeouts_total{{listener=\"api\",reason=\"{reason}\"}}");
+    let counted = rendered.lines().find_map(|l| l.strip_prefix(&series)).map(str::trim);
+    assert!(counted.is_some_and(|n| n != "0"), "{series} counted: {counted:?}");
+}
+
+/// An HTTP/1.1 connection that sends nothing is closed after
+/// `--idle-timeout-secs` (hyper's header read timeout), and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http1_connection_is_closed_and_counted() {
+    let metrics = crate::metrics::install();
+    let server = served(&["--idle-timeout-secs", "1"]).await;
+    let mut idle = TcpStream::connect(server.addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(10), idle.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed by the server: {read:?}");
+    assert_timed_out(&metrics, "idle");
+}

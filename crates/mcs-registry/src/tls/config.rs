@@ -44,7 +44,8 @@ pub struct TlsArgs {
     pub admin_tls: bool,
 
     /// A client that has not finished its TLS handshake after this long is
-    /// disconnected.
+    /// disconnected; one that chose HTTP/2 then gets as long again for its
+    /// connection preface.
     #[arg(long, env = "MCS_TLS_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10)]
     pub tls_handshake_timeout_secs: u64,
 
