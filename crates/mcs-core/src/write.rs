@@ -357,6 +357,7 @@ mod tests {
         assert!(plan(Some(short), NOW + 4_000) > held.version, "shorter: a change");
         assert_eq!(plan(Some(long), NOW + 29_000), held.version, "same terms: a heartbeat");
         assert_eq!(plan(Some(short), NOW + 31_000), held.version, "other terms, later end");
+        assert_eq!(plan(Some(short), NOW + 30_000), held.version, "other terms, the same end");
         assert_eq!(plan(None, NOW + 4_000), held.version, "no terms recorded");
         let mut planned = intent_like(&held, Some("x"), None);
         planned.terms = Some(short);

@@ -122,4 +122,21 @@ fn leases_at_risk_are_counted_by_holder() {
     assert!(v.apply(mk_cluster("west", 1, "y", 1_000), 0));
     assert_eq!(v.holders_at_risk(due, 0), 2, "and a cluster of its own");
     assert_eq!(v.leases_at_risk(due, 0), 4);
+
+    // Clusters alone: each its own holder.
+    let mut clusters = View::new(SKEW);
+    for id in ["west", "north"] {
+        assert!(clusters.apply(mk_cluster(id, 1, "y", 1_000), 0));
+    }
+    assert_eq!(clusters.holders_at_risk(due, 0), 2);
+    // Pools of two clusters: two holders, whatever the pools' names.
+    let mut pools = View::new(SKEW);
+    for (dgd, cluster) in [("a", "east"), ("b", "south")] {
+        let mut pool = mk_pool(dgd, 1, "r", Some("x"), Some(1_000));
+        if let Body::Pool(p) = &mut pool.body {
+            p.pool_key.cluster_id = crate::fixtures::label(cluster);
+        }
+        assert!(pools.apply(pool, 0));
+    }
+    assert_eq!(pools.holders_at_risk(due, 0), 2);
 }
