@@ -41,9 +41,9 @@ pub const RULES: &[(&str, &str, &[&str])] = &[
     // the object) of spec and status, deletion of what is gone.
     ("multicluster.x-k8s.io", "serviceimports", &["list", "watch", "create", "patch", "delete"]),
     ("multicluster.x-k8s.io", "serviceimports/status", &["patch"]),
-    // Services: read for exports (get: the one of a ServiceExport); derived
-    // Services applied and deleted.
-    ("", "services", &["get", "list", "watch", "create", "patch", "delete"]),
+    // Services: read for exports (a watch cache); derived Services applied
+    // and deleted.
+    ("", "services", &["list", "watch", "create", "patch", "delete"]),
     // EndpointSlices: read for exports; imported slices applied and deleted.
     ("discovery.k8s.io", "endpointslices", &["list", "watch", "create", "patch", "delete"]),
     // The importer creates nothing in a namespace that does not exist here.

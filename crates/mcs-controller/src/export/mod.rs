@@ -3,6 +3,7 @@
 //! See docs/design.md §13.
 
 pub mod build;
+pub mod caches;
 pub mod conditions;
 pub mod reconciler;
 pub mod slice_index;

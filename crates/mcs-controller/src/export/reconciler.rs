@@ -8,7 +8,8 @@
 //!    conditions (Valid, Ready, Conflict) ─▶ server-side apply of status, if changed
 //!                             └▶ refused by the registry (4xx) ─▶ withdraw the previous one
 //!    deleted ─▶ withdraw (bounded), then the finalizer goes; not withdrawn ─▶ left to the sweep
-//!  EndpointSlice watch ─▶ SliceIndex ─▶ the Service a slice names and the one it left
+//!  Service / EndpointSlice watch caches (caches.rs) ─▶ the ServiceExport of a Service,
+//!    of the Service a slice names and of the one it left; a reconcile reads them, no GET
 //!  registry GET /v1/exports (watch) ─▶ this cluster's conditions changed ─▶ reconcile all
 //!  re-registration, periodic resync (jittered) ─▶ reconcile all, re-send / repair drift,
 //!                                                sweep: withdraw orphans and left-over exports
@@ -35,8 +36,8 @@
 //! message.
 
 use super::build::{Built, NO_SERVICE, SERVICE_NAME_LABEL, build, content_hash};
+use super::caches::Caches;
 use super::conditions::{self, Observed};
-use super::slice_index::SliceIndex;
 use super::state::{Id, State};
 use crate::crd::ServiceExport;
 use crate::import::plan::SLICE_MANAGED_BY_LABEL;
@@ -88,6 +89,8 @@ pub enum Error {
 #[derive(Debug)]
 pub struct Exporter {
     ctx: Arc<Context>,
+    /// The Services and slices a reconcile reads.
+    caches: Caches,
     state: Mutex<State>,
     /// Exports of deleted ServiceExports whose withdrawal did not go
     /// through: the sweep withdraws them.
@@ -96,8 +99,8 @@ pub struct Exporter {
 
 impl Exporter {
     /// A reconciler for `ctx`'s cluster.
-    pub fn new(ctx: Arc<Context>) -> Self {
-        Self { ctx, state: Mutex::new(State::default()), withdraw_later: Mutex::default() }
+    pub fn new(ctx: Arc<Context>, caches: Caches) -> Self {
+        Self { ctx, caches, state: Mutex::new(State::default()), withdraw_later: Mutex::default() }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -184,20 +187,12 @@ impl Exporter {
     async fn apply(&self, se: &ServiceExport) -> Result<Action, Error> {
         let id = id_of(se);
         let key = self.key(&id);
-        let kube = self.ctx.kube.clone();
-        let service = Api::<Service>::namespaced(kube.clone(), &id.0).get_opt(&id.1).await?;
+        // From the watch caches: no API request (caches.rs).
+        let service = self.caches.service(&id.0, &id.1);
         let exportable = service.as_ref().is_some_and(|s| {
             s.spec.as_ref().and_then(|s| s.type_.as_deref()) != Some("ExternalName")
         });
-        let slices = if exportable {
-            let params = ListParams::default().labels(&format!(
-                "{SERVICE_NAME_LABEL}={},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}",
-                id.1
-            ));
-            Api::<EndpointSlice>::namespaced(kube, &id.0).list(&params).await?.items
-        } else {
-            Vec::new()
-        };
+        let slices = if exportable { self.caches.slices_of(&id.0, &id.1) } else { Vec::new() };
         let (observed, outcome) = match (build(se, service.as_ref(), &slices), key) {
             (Built::Valid(req), Some(key)) => {
                 let hash = content_hash(&req.spec());
@@ -481,41 +476,21 @@ async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: C
     }
 }
 
-/// The ServiceExports that EndpointSlice events touch: a slice's Service,
-/// and the one it named before (`SliceIndex`). The slices this controller
-/// imported are not watched: they are no Service's own endpoints.
-fn slice_triggers(kube: kube::Client) -> impl futures::Stream<Item = ObjectRef<ServiceExport>> {
-    let selector = format!("{SERVICE_NAME_LABEL},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}");
-    let mut index = SliceIndex::default();
-    watcher(Api::<EndpointSlice>::all(kube), watcher::Config::default().labels(&selector))
-        .default_backoff()
-        .filter_map(|event| async move {
-            event.map_err(|error| tracing::debug!(%error, "endpointslice watch")).ok()
-        })
-        .flat_map(move |event| {
-            let touched = index.on_event(event);
-            futures::stream::iter(
-                touched.into_iter().map(|(ns, name)| ObjectRef::new(&name).within(&ns)),
-            )
-        })
-}
-
 /// Runs the export reconciler until `cancel`.
 pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
-    let ex = Arc::new(Exporter::new(ctx.clone()));
     let kube = ctx.kube.clone();
+    let (caches, triggers) = Caches::start(&kube, &cancel);
+    if !caches.ready(&cancel).await {
+        return Ok(());
+    }
+    let ex = Arc::new(Exporter::new(ctx.clone(), caches));
     let (changed_tx, changed_rx) = mpsc::channel(1);
     let follower_stop = cancel.child_token();
     let follower = tokio::spawn(follow_registry(ex.clone(), changed_tx, follower_stop.clone()));
 
     let controller =
         Controller::new(Api::<ServiceExport>::all(kube.clone()), watcher::Config::default())
-            .watches(
-                Api::<Service>::all(kube.clone()),
-                watcher::Config::default(),
-                |svc: Service| Some(ObjectRef::new(&svc.name_any()).within(&svc.namespace()?)),
-            )
-            .reconcile_on(slice_triggers(kube));
+            .reconcile_on(triggers);
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
