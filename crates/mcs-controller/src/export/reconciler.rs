@@ -35,22 +35,19 @@
 //! if they were current; `Ready=False` (`Failed`) carries the registry's
 //! message.
 
-use super::build::{Built, NO_SERVICE, SERVICE_NAME_LABEL, build, content_hash};
+use super::build::{Built, NO_SERVICE, build, content_hash};
 use super::caches::Caches;
 use super::conditions::{self, Observed};
 use super::state::{Id, State};
 use crate::crd::ServiceExport;
-use crate::import::plan::SLICE_MANAGED_BY_LABEL;
-use crate::{Context, FIELD_MANAGER, MANAGED_BY, metrics};
+use crate::{Context, FIELD_MANAGER, metrics};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
 use std::collections::BTreeSet;
