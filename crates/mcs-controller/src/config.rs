@@ -99,7 +99,7 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub resync_interval_secs: u64,
     /// How long the importer holds back a complete list that would remove
-    /// more than half of the imported services at once (a registry that
+    /// half or more of the imported services at once (a registry that
     /// lost its records, docs/design.md §13); unset, the cluster's lease
     /// as the registry grants it, at most 300 s.
     #[arg(long, env = "MCS_IMPORT_REMOVAL_HOLD_SECS",

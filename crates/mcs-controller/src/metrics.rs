@@ -93,7 +93,7 @@ pub fn describe() {
     describe_counter!(
         IMPORT_REMOVALS_HELD,
         Unit::Count,
-        "Removal holds begun: a complete list dropped more than half of the imports at once."
+        "Removal holds begun: a complete list dropped half or more of the imports at once."
     );
     describe_gauge!(IMPORT_REMOVAL_HOLD, "1 while the importer holds removals back.");
 }

@@ -10,7 +10,8 @@
 //! ServiceImport, derived Service and EndpointSlice, and give each service
 //! a new clusterset IP when it comes back. So, as the registry holds a wave
 //! of expiries, the importer holds a wave of removals: when one list would
-//! remove more than `share` of the imported services, nothing is removed
+//! remove `share` or more of the imported services (or once this cluster's
+//! own lease was found lost or forgotten), nothing is removed
 //! until `window` has passed; then whatever is still not listed goes. The
 //! hold is bounded and never extended by the lists that arrive during it,
 //! so a clusterset that really withdrew most of its services sees them go
@@ -22,8 +23,8 @@ use tokio::time::Instant;
 /// When removals are held, and for how long.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HoldPolicy {
-    /// The share of imported services (0–1) that one list must remove,
-    /// strictly more than, for a hold; 1 or more never holds.
+    /// The share of imported services (0–1) that one list must remove, at
+    /// least, for a hold; above 1 never holds.
     pub share: f64,
     /// How long a hold lasts.
     pub window: Duration,
@@ -72,13 +73,26 @@ impl RemovalHold {
             }
             self.until = None;
         }
-        let wave = (removed as f64) > self.policy.share * imported as f64;
+        let wave = (removed as f64) >= self.policy.share * imported as f64;
         if removed == 0 || !wave || self.policy.window.is_zero() {
             return Judged::Remove;
         }
         let until = now + self.policy.window;
         self.until = Some(until);
         Judged::Began(until)
+    }
+
+    /// Begins a hold at `now` whatever the lists say (this cluster's own
+    /// lease was found forgotten or lost: lists are suspect until every
+    /// exporter has had a lease to send again); one already running is
+    /// kept. When the hold ends; `None` with a window of 0.
+    pub fn begin(&mut self, now: Instant) -> Option<Instant> {
+        if self.policy.window.is_zero() {
+            return None;
+        }
+        let until = self.held_until(now).unwrap_or(now + self.policy.window);
+        self.until = Some(until);
+        Some(until)
     }
 
     /// When the hold that runs at `now` ends, if one does.
@@ -115,9 +129,11 @@ mod tests {
     }
 
     #[test]
-    fn the_share_is_a_strict_bound_and_a_lone_service_counts() {
+    fn half_or_more_is_a_wave_and_a_lone_service_counts() {
         let t0 = Instant::now();
-        assert_eq!(hold().judge(4, 2, t0), Judged::Remove, "half is not more than half");
+        assert_eq!(hold().judge(4, 1, t0), Judged::Remove, "a quarter");
+        // Half: one of two clusters sent its exports again before the list.
+        assert_eq!(hold().judge(4, 2, t0), Judged::Began(t0 + WINDOW), "half");
         assert_eq!(hold().judge(4, 3, t0), Judged::Began(t0 + WINDOW));
         assert_eq!(hold().judge(1, 1, t0), Judged::Began(t0 + WINDOW), "the only import");
         assert_eq!(hold().judge(10, 1, t0), Judged::Remove, "one unexport of ten");
@@ -125,9 +141,9 @@ mod tests {
     }
 
     #[test]
-    fn a_share_of_one_never_holds_and_a_new_hold_takes_the_new_window() {
+    fn a_share_above_one_never_holds_and_a_new_hold_takes_the_new_window() {
         let t0 = Instant::now();
-        let mut never = RemovalHold::new(HoldPolicy { share: 1.0, window: WINDOW });
+        let mut never = RemovalHold::new(HoldPolicy { share: 1.01, window: WINDOW });
         assert_eq!(never.judge(3, 3, t0), Judged::Remove);
         let mut no_window = RemovalHold::new(HoldPolicy { share: 0.5, window: Duration::ZERO });
         assert_eq!(no_window.judge(3, 3, t0), Judged::Remove, "a window of 0 never holds");
@@ -135,5 +151,19 @@ mod tests {
         h.set_window(Duration::from_secs(6));
         assert_eq!(h.window(), Duration::from_secs(6));
         assert_eq!(h.judge(2, 2, t0), Judged::Began(t0 + Duration::from_secs(6)));
+    }
+
+    #[test]
+    fn a_forced_hold_begins_at_once_keeps_a_running_one_and_needs_a_window() {
+        let t0 = Instant::now();
+        let mut h = hold();
+        assert_eq!(h.begin(t0), Some(t0 + WINDOW));
+        assert_eq!(h.judge(10, 1, t0 + Duration::from_secs(1)), Judged::Holding(t0 + WINDOW));
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(h.begin(later), Some(t0 + WINDOW), "a running hold is kept, not extended");
+        assert_eq!(h.begin(t0 + WINDOW), Some(t0 + WINDOW + WINDOW), "a new one after it ended");
+        let mut none = RemovalHold::new(HoldPolicy { share: 0.5, window: Duration::ZERO });
+        assert_eq!(none.begin(t0), None);
+        assert_eq!(none.held_until(t0), None);
     }
 }

@@ -8,7 +8,7 @@
 //!  our objects changed (debounced)  ─┘ our object changed: its service
 //!  incomplete list / unreachable: Ready=False (RegistryIncomplete, RegistryUnavailable),
 //!  objects kept as the last complete list had them, nothing deleted
-//!  complete list removing more than half at once: removals held for a window (hold.rs)
+//!  complete list removing half or more at once: removals held for a window (hold.rs)
 //! ```
 //!
 //! The registry client's watch retries a down registry silently (it yields
@@ -56,8 +56,8 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(15);
 /// How long a probe may take before the registry counts as unreachable
 /// (the client would otherwise retry for its whole retry deadline).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The share of imported services one complete list must remove, strictly
-/// more than, for the removals to be held (hold.rs).
+/// The share of imported services one complete list must remove, at least,
+/// for the removals to be held (hold.rs).
 const REMOVAL_HOLD_SHARE: f64 = 0.5;
 /// The removal hold's window before the cluster's lease is known.
 const REMOVAL_HOLD_DEFAULT: Duration = Duration::from_secs(30);
@@ -90,6 +90,8 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     let mut watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
     let mut watch_restart = Instant::now();
     let mut resync = Instant::now() + jittered(ctx.settings.resync_interval);
+    let mut registrations = ctx.registrations.clone();
+    let mut registered = *registrations.borrow_and_update();
     loop {
         let due = importer.pending.values().min().copied();
         tokio::select! {
@@ -112,6 +114,14 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
                 watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
             }
             Some(probed) = probes.recv() => importer.on_probe(probed).await,
+            Ok(()) = registrations.changed() => {
+                let now = *registrations.borrow_and_update();
+                // The first registration is no news; a later one is a lease
+                // lost or forgotten (hold.rs).
+                if std::mem::replace(&mut registered, now) > 0 {
+                    importer.hold_for_registration();
+                }
+            }
             _ = tokio::time::sleep_until(resync) => {
                 resync = Instant::now() + jittered(ctx.settings.resync_interval);
                 tracing::debug!("periodic resync");
@@ -217,8 +227,25 @@ impl Importer {
         }
     }
 
+    /// This cluster registered again (its lease was lost, or the registry
+    /// had forgotten it): the registry's lists are suspect until every
+    /// exporter has had a lease to send its exports again, so removals are
+    /// held for a window from now, whatever share a list drops.
+    fn hold_for_registration(&mut self) {
+        let window = self.hold_window();
+        self.hold.set_window(window);
+        if let Some(until) = self.hold.begin(Instant::now()) {
+            metrics::counter!(IMPORT_REMOVALS_HELD).increment(1);
+            tracing::warn!(
+                hold_secs = until.saturating_duration_since(Instant::now()).as_secs_f64(),
+                "this cluster registered anew (its lease lost, or forgotten by the registry): \
+                 removals held (docs/design.md §13)"
+            );
+        }
+    }
+
     /// Judges a complete list against what this cluster imports: a list
-    /// that would remove more than half of it at once starts a hold.
+    /// that would remove half or more of it at once starts a hold.
     fn judge_removals(&mut self, list: &ImportList) {
         let listed: BTreeSet<Key> = list.imports.iter().map(key_of).collect();
         let mut imported = self.stores.keys();
@@ -234,7 +261,7 @@ impl Importer {
                 removed,
                 hold_secs = window.as_secs_f64(),
                 fingerprint = %list.fingerprint,
-                "the registry's list drops more than half of the imports at once: \
+                "the registry's list drops half or more of the imports at once: \
                  removals held (a registry that lost its records, docs/design.md §13)"
             );
         }
