@@ -43,7 +43,8 @@ pub struct ErrorBody {
     pub error: ErrorCode,
     /// A lowercase human sentence.
     pub message: String,
-    /// The JSON path of the offending field, for `400` and `422`.
+    /// The JSON path of the offending field, for `400` and `422` (`body`
+    /// for the document itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     /// On `stale_generation`: the stored generation to move past.

@@ -12,6 +12,7 @@ use axum::http::request::Parts;
 use bytes::Bytes;
 use mcs_api::{FieldError, Validate};
 use serde::de::DeserializeOwned;
+use serde_path_to_error::Segment;
 use std::sync::Arc;
 
 /// A JSON body of `T`, parsed while validated.
@@ -29,19 +30,27 @@ impl<T: DeserializeOwned + Validate> FromRequest<Arc<AppState>> for ValidJson<T>
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge("request body is over the size limit".into())
             } else {
-                ApiError::Malformed { field: None, message: rejection.body_text() }
+                ApiError::Malformed { field: Some(BODY.into()), message: rejection.body_text() }
             }
         })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value: T = serde_path_to_error::deserialize(&mut de).map_err(json_error)?;
-        de.end().map_err(|e| ApiError::Malformed { field: None, message: e.to_string() })?;
+        de.end().map_err(|e| ApiError::Malformed {
+            field: Some(BODY.into()),
+            message: format!("malformed JSON: {e}"),
+        })?;
         value.validate()?;
         Ok(ValidJson(value))
     }
 }
 
+/// The `field` of an error in the document itself rather than in one of
+/// its fields.
+const BODY: &str = "body";
+
 fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     let path = error.path().to_string();
+    let field = known_field(error.path());
     let inner = error.into_inner();
     let message = inner.to_string();
     match inner.classify() {
@@ -50,10 +59,24 @@ fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError 
             strip_position(&message),
         )),
         _ => ApiError::Malformed {
-            field: (path != ".").then_some(path),
+            field: Some(field),
             message: format!("malformed JSON: {message}"),
         },
     }
+}
+
+/// The deepest field of `path` the parser had read the name of: a syntax
+/// error inside a key leaves a segment serde_path_to_error writes `?`;
+/// [`BODY`] when no field was reached.
+fn known_field(path: &serde_path_to_error::Path) -> String {
+    let mut field = String::new();
+    for segment in path.iter().take_while(|s| !matches!(s, Segment::Unknown)) {
+        if !field.is_empty() && !matches!(segment, Segment::Seq { .. }) {
+            field.push('.');
+        }
+        field.push_str(&segment.to_string());
+    }
+    if field.is_empty() { BODY.to_owned() } else { field }
 }
 
 /// The failing field's path; for a missing field, the path of the field
@@ -63,7 +86,7 @@ fn field_name(path: &str, message: &str) -> String {
     match (path, missing) {
         (".", Some(field)) => field.to_owned(),
         (parent, Some(field)) => format!("{parent}.{field}"),
-        (".", None) => "body".to_owned(),
+        (".", None) => BODY.to_owned(),
         (path, None) => path.to_owned(),
     }
 }
