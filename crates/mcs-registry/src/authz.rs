@@ -10,6 +10,11 @@
 //! | `spiffe://<td>/admin/<name>`  | anything                                                   |
 //! | anything else, no URI SAN     | nothing: `403`                                             |
 //!
+//! An identity is exactly one URI SAN, a well-formed SPIFFE ID: a
+//! certificate with several, or with one that does not read (not ASCII,
+//! not UTF-8, in a subjectAltName that does not parse) or is a malformed
+//! `spiffe://` URI, names none, and the `403` says why.
+//!
 //! Every check runs before the registrar is called, so nothing is stored
 //! on a `403`. Reads are checked by [`authenticate`], a layer of the API
 //! router; writes by the handlers, through [`Caller::allow`], since a pool's
@@ -26,14 +31,26 @@ use std::fmt;
 use std::sync::Arc;
 
 /// The URI SANs of a TLS client's certificate, attached to each request of
-/// its connection (`None` of a certificate: none presented).
+/// its connection.
 #[derive(Debug, Clone, Default)]
-pub struct PeerNames(pub Option<Arc<[String]>>);
+pub enum PeerNames {
+    /// No certificate presented (or no TLS).
+    #[default]
+    NoCertificate,
+    /// The URI SANs of its certificate, in order.
+    Uris(Arc<[String]>),
+    /// Its URI SANs do not read: why, after "a client certificate".
+    Unreadable(Arc<str>),
+}
 
 impl PeerNames {
     /// The names of `certificate` (DER), the client's leaf.
     pub fn of(certificate: Option<&[u8]>) -> Self {
-        Self(certificate.map(|der| crate::tls::der::uri_names(der).into()))
+        match certificate.map(crate::tls::x509::uri_names) {
+            None => PeerNames::NoCertificate,
+            Some(Ok(uris)) => PeerNames::Uris(uris.into()),
+            Some(Err(why)) => PeerNames::Unreadable(why.into()),
+        }
     }
 }
 
@@ -46,8 +63,13 @@ pub enum Identity {
     Router(String),
     /// `spiffe://<td>/admin/<name>`.
     Admin(String),
-    /// Any other URI SAN, several of them, or another trust domain.
+    /// A well-formed SPIFFE ID or other URI, but not an identity of the
+    /// trust domain (another trust domain, another path).
     Other(String),
+    /// A certificate that names no single identity: several URI SANs, one
+    /// that does not read, a malformed `spiffe://` URI. Why, beginning "a
+    /// client certificate".
+    Invalid(String),
     /// No client certificate, or one without a URI SAN.
     Anonymous(&'static str),
 }
@@ -55,27 +77,37 @@ pub enum Identity {
 impl Identity {
     /// The identity the names of a peer's certificate give in `trust_domain`.
     pub fn of(peer: &PeerNames, trust_domain: &str) -> Self {
-        let names = match &peer.0 {
-            None => return Identity::Anonymous("no client certificate"),
-            Some(names) => names,
+        let names = match peer {
+            PeerNames::NoCertificate => return Identity::Anonymous("no client certificate"),
+            PeerNames::Unreadable(why) => {
+                return Identity::Invalid(format!("a client certificate {why}"));
+            }
+            PeerNames::Uris(names) => names,
         };
         let uri = match &names[..] {
             [] => return Identity::Anonymous("a client certificate without a URI SAN"),
             [uri] => uri,
-            several => return Identity::Other(several.join(", ")),
+            several => {
+                return Identity::Invalid(format!(
+                    "a client certificate with {} URI SANs ({}); an identity is exactly one",
+                    several.len(),
+                    several.join(", ")
+                ));
+            }
         };
-        let path = uri
-            .strip_prefix("spiffe://")
-            .and_then(|rest| rest.strip_prefix(trust_domain))
-            .and_then(|rest| rest.strip_prefix('/'));
-        let Some((kind, name)) = path.and_then(|p| p.split_once('/')) else {
-            return Identity::Other(uri.clone());
+        let Some((domain, path)) = spiffe_id(uri) else {
+            return if uri.starts_with("spiffe://") {
+                Identity::Invalid(format!(
+                    "a client certificate whose URI SAN {uri} is not a well-formed SPIFFE ID"
+                ))
+            } else {
+                Identity::Other(uri.clone())
+            };
         };
-        let name_ok = !name.is_empty() && !name.contains(['/', '?', '#']);
-        match kind {
-            "cluster" if name_ok => Identity::Cluster(name.to_owned()),
-            "router" if name_ok => Identity::Router(name.to_owned()),
-            "admin" if name_ok => Identity::Admin(name.to_owned()),
+        match (domain == trust_domain, path.as_slice()) {
+            (true, ["cluster", name]) => Identity::Cluster((*name).to_owned()),
+            (true, ["router", name]) => Identity::Router((*name).to_owned()),
+            (true, ["admin", name]) => Identity::Admin((*name).to_owned()),
             _ => Identity::Other(uri.clone()),
         }
     }
@@ -87,6 +119,7 @@ impl Identity {
             Identity::Router(_) => "router",
             Identity::Admin(_) => "admin",
             Identity::Other(_) => "other",
+            Identity::Invalid(_) => "invalid",
             Identity::Anonymous(_) => "none",
         }
     }
@@ -110,9 +143,29 @@ impl fmt::Display for Identity {
             Identity::Router(name) => write!(f, "router {name}"),
             Identity::Admin(name) => write!(f, "admin {name}"),
             Identity::Other(uri) => write!(f, "{uri} (not an identity of this trust domain)"),
+            Identity::Invalid(why) => f.write_str(why),
             Identity::Anonymous(what) => f.write_str(what),
         }
     }
+}
+
+/// The trust domain and path segments of `uri` when it is a well-formed
+/// SPIFFE ID (spiffe.io, the SPIFFE ID standard, 2.1 and 2.2): a trust
+/// domain of lowercase letters, digits, `.`, `-` and `_`; a path of
+/// non-empty segments of letters, digits, `.`, `-` and `_`, none `.` or
+/// `..`; no query, fragment, port, user or percent-encoding.
+fn spiffe_id(uri: &str) -> Option<(&str, Vec<&str>)> {
+    let (domain, path) = uri.strip_prefix("spiffe://")?.split_once('/')?;
+    let domain_ok = !domain.is_empty()
+        && domain.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_'));
+    let segments: Vec<&str> = path.split('/').collect();
+    let segment_ok = |s: &&str| {
+        !s.is_empty()
+            && *s != "."
+            && *s != ".."
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    };
+    (domain_ok && segments.iter().all(segment_ok)).then_some((domain, segments))
 }
 
 /// What a request needs.
@@ -174,7 +227,10 @@ fn route(parts: &Parts) -> String {
 
 fn caller(parts: &Parts, state: &AppState) -> Caller {
     let identity = state.spiffe_trust_domain.as_deref().map(|domain| {
-        Identity::of(parts.extensions.get::<PeerNames>().unwrap_or(&PeerNames(None)), domain)
+        Identity::of(
+            parts.extensions.get::<PeerNames>().unwrap_or(&PeerNames::NoCertificate),
+            domain,
+        )
     });
     Caller { identity, route: route(parts) }
 }
@@ -210,7 +266,7 @@ mod tests {
 
     fn id(names: &[&str]) -> Identity {
         let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
-        Identity::of(&PeerNames(Some(names.into())), "example.org")
+        Identity::of(&PeerNames::Uris(names.into()), "example.org")
     }
 
     #[test]
@@ -218,20 +274,50 @@ mod tests {
         assert_eq!(id(&["spiffe://example.org/cluster/a"]), Identity::Cluster("a".into()));
         assert_eq!(id(&["spiffe://example.org/router/r1"]), Identity::Router("r1".into()));
         assert_eq!(id(&["spiffe://example.org/admin/ops"]), Identity::Admin("ops".into()));
+        assert_eq!(
+            id(&["spiffe://example.org/cluster/a-1.b_2"]),
+            Identity::Cluster("a-1.b_2".into())
+        );
         for other in [
             "spiffe://example.com/cluster/a",
             "spiffe://example.org.evil/cluster/a",
             "spiffe://example.org/cluster/a/b",
-            "spiffe://example.org/cluster/",
             "spiffe://example.org/pool/a",
             "https://example.org/cluster/a",
         ] {
             assert_eq!(id(&[other]).kind(), "other", "{other}");
         }
+        for malformed in [
+            "spiffe://example.org/cluster/",
+            "spiffe://example.org/cluster/a%2Fb",
+            "spiffe://example.org/cluster/a?b",
+            "spiffe://example.org/cluster/a#b",
+            "spiffe://example.org/cluster/..",
+            "spiffe://example.org//cluster/a",
+            "spiffe://Example.org/cluster/a",
+            "spiffe://example.org:443/cluster/a",
+            "spiffe://user@example.org/cluster/a",
+            "spiffe://example.org",
+        ] {
+            let identity = id(&[malformed]);
+            assert_eq!(identity.kind(), "invalid", "{malformed}");
+            assert!(identity.to_string().contains("not a well-formed SPIFFE ID"), "{identity}");
+        }
         let two = id(&["spiffe://example.org/admin/a", "spiffe://example.org/cluster/b"]);
-        assert_eq!(two.kind(), "other");
+        assert_eq!(two.kind(), "invalid");
+        assert!(two.to_string().contains("with 2 URI SANs"), "{two}");
+        let same_twice = id(&["spiffe://example.org/admin/a", "spiffe://example.org/admin/a"]);
+        assert_eq!(same_twice.kind(), "invalid");
+        let unreadable = Identity::of(
+            &PeerNames::Unreadable("with a URI SAN that is not ASCII".into()),
+            "example.org",
+        );
+        assert_eq!(
+            unreadable,
+            Identity::Invalid("a client certificate with a URI SAN that is not ASCII".into())
+        );
         assert_eq!(id(&[]).kind(), "none");
-        assert_eq!(Identity::of(&PeerNames(None), "example.org").kind(), "none");
+        assert_eq!(Identity::of(&PeerNames::NoCertificate, "example.org").kind(), "none");
     }
 
     #[test]

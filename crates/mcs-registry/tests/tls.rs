@@ -36,7 +36,7 @@ fn client(ca: &Ca, identity: Option<&Leaf>, alpn: &[&[u8]]) -> Arc<ClientConfig>
         .unwrap()
         .with_root_certificates(roots);
     let mut config = match identity {
-        Some(leaf) => builder.with_client_auth_cert(vec![leaf.der()], leaf.key()).unwrap(),
+        Some(leaf) => builder.with_client_auth_cert(leaf.chain(), leaf.key()).unwrap(),
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();

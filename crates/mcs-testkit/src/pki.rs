@@ -7,8 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fixture fails loudly
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, CustomExtension, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -19,12 +19,15 @@ use std::sync::{Arc, Mutex};
 /// A certificate authority.
 pub struct Ca {
     issuer: CertifiedIssuer<'static, KeyPair>,
+    /// The PEM of this CA and of the intermediates above it, up to (not
+    /// including) the root: what a leaf presents after itself.
+    intermediates: String,
 }
 
 /// A certificate and its key, PEM.
 #[derive(Debug, Clone)]
 pub struct Leaf {
-    /// The certificate (PEM).
+    /// The certificate, then the intermediate CAs that issued it (PEM).
     pub cert_pem: String,
     /// Its PKCS#8 private key (PEM).
     pub key_pem: String,
@@ -44,7 +47,25 @@ impl Ca {
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Self { issuer }
+        Self { issuer, intermediates: String::new() }
+    }
+
+    /// An intermediate CA named `name`, signed by this one, valid until
+    /// `not_after` (y, m, d) when given; its leaves present it after
+    /// themselves.
+    pub fn intermediate(&self, name: &str, not_after: Option<(i32, u8, u8)>) -> Self {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        if let Some((y, m, d)) = not_after {
+            params.not_before = rcgen::date_time_ymd(y - 1, m, d);
+            params.not_after = rcgen::date_time_ymd(y, m, d);
+        }
+        let issuer =
+            CertifiedIssuer::signed_by(params, KeyPair::generate().unwrap(), &self.issuer).unwrap();
+        let intermediates = format!("{}{}", issuer.pem(), self.intermediates);
+        Self { issuer, intermediates }
     }
 
     /// The CA certificate, PEM.
@@ -81,12 +102,10 @@ impl Ca {
     /// A client certificate with `uris` as URI SANs, valid until
     /// `not_after` (y, m, d) when given.
     pub fn client(&self, uris: &[&str], not_after: Option<(i32, u8, u8)>) -> Leaf {
-        let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, "client");
+        let mut params = Self::client_params();
         for uri in uris {
             params.subject_alt_names.push(SanType::URI((*uri).try_into().unwrap()));
         }
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         if let Some((y, m, d)) = not_after {
             params.not_before = rcgen::date_time_ymd(y - 1, m, d);
             params.not_after = rcgen::date_time_ymd(y, m, d);
@@ -94,17 +113,59 @@ impl Ca {
         self.sign(params)
     }
 
+    /// A client certificate with one subjectAltName extension of its own
+    /// per item of `extensions`, each holding the URI names given as raw
+    /// bytes: what rcgen will not make (names that are not ASCII or not
+    /// UTF-8, two subjectAltName extensions).
+    pub fn client_with_raw_uris(&self, extensions: &[&[&[u8]]]) -> Leaf {
+        let mut params = Self::client_params();
+        for uris in extensions {
+            let names: Vec<u8> = uris.iter().flat_map(|uri| der(URI_NAME, uri)).collect();
+            params
+                .custom_extensions
+                .push(CustomExtension::from_oid_content(SUBJECT_ALT_NAME, der(SEQUENCE, &names)));
+        }
+        self.sign(params)
+    }
+
+    fn client_params() -> CertificateParams {
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, "client");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params
+    }
+
     fn sign(&self, params: CertificateParams) -> Leaf {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+        Leaf {
+            cert_pem: format!("{}{}", cert.pem(), self.intermediates),
+            key_pem: key.serialize_pem(),
+        }
     }
+}
+
+/// 2.5.29.17, subjectAltName.
+const SUBJECT_ALT_NAME: &[u64] = &[2, 5, 29, 17];
+const SEQUENCE: u8 = 0x30;
+/// `GeneralName`'s `uniformResourceIdentifier [6] IA5String`.
+const URI_NAME: u8 = 0x86;
+
+/// One DER element of `tag` holding `contents` (short form: under 128 bytes).
+fn der(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let len = u8::try_from(contents.len()).ok().filter(|l| *l < 0x80).expect("a short element");
+    [&[tag, len][..], contents].concat()
 }
 
 impl Leaf {
     /// The certificate, DER.
     pub fn der(&self) -> CertificateDer<'static> {
         CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).unwrap()
+    }
+
+    /// The certificate and the intermediates that issued it, DER.
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()).map(Result::unwrap).collect()
     }
 
     /// The private key, DER.

@@ -14,7 +14,7 @@
 //! one old) are not reported. See docs/design.md §12.
 
 pub mod config;
-pub mod der;
+pub mod x509;
 
 use crate::metrics as m;
 use rustls::ServerConfig;
@@ -128,7 +128,7 @@ fn load(settings: &TlsSettings, contents: &Contents) -> Result<(Configs, Expirie
     let mut expiries: Vec<_> = chain
         .iter()
         .enumerate()
-        .map(|(i, c)| ("server", i, der::not_after(c).unwrap_or(0)))
+        .map(|(i, c)| ("server", i, x509::not_after(c).unwrap_or(0)))
         .collect();
     let builder = || {
         ServerConfig::builder_with_provider(provider.clone())
@@ -155,7 +155,7 @@ fn load(settings: &TlsSettings, contents: &Contents) -> Result<(Configs, Expirie
             let mut roots = rustls::RootCertStore::empty();
             for (i, ca) in cas.iter().enumerate() {
                 roots.add(ca.clone()).map_err(|e| invalid(format!("certificate {i}: {e}")))?;
-                expiries.push(("client_ca", i, der::not_after(ca).unwrap_or(0)));
+                expiries.push(("client_ca", i, x509::not_after(ca).unwrap_or(0)));
             }
             let verifier =
                 WebPkiClientVerifier::builder_with_provider(roots.into(), provider.clone())

@@ -50,12 +50,10 @@ async fn run(
     pool_path
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_identity_against_each_write_route() {
-    let ca = Ca::new("ca");
-    let clients = Ca::new("clients");
-    let dir = Dir::new("authz");
-    let mut flags = server_files(&dir, &ca.server("server"));
+/// A registry of `ca`'s server certificate under `--authz spiffe` in the
+/// trust domain `example.org`, trusting clients of `clients`.
+async fn start_spiffe(dir: &Dir, ca: &Ca, clients: &Ca) -> (RegistryProcess, String) {
+    let mut flags = server_files(dir, &ca.server("server"));
     flags.extend(
         [
             "--tls-client-ca-cert-path",
@@ -67,7 +65,15 @@ async fn each_identity_against_each_write_route() {
         ]
         .map(str::to_owned),
     );
-    let (registry, addr) = start(&strs(&flags)).await;
+    start(&strs(&flags)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_identity_against_each_write_route() {
+    let ca = Ca::new("ca");
+    let clients = Ca::new("clients");
+    let dir = Dir::new("authz");
+    let (registry, addr) = start_spiffe(&dir, &ca, &clients).await;
     let id = |uris: &[&str]| client(&ca, Some(&clients.client(uris, None)), H1);
     let cluster_a = id(&["spiffe://example.org/cluster/a"]);
     let cluster_b = id(&["spiffe://example.org/cluster/b"]);
@@ -168,4 +174,73 @@ async fn each_identity_against_each_write_route() {
             "mcs_authz_denials_total{identity=\"other\",route=\"/v1/clusters/{cluster_id}\"}"
         ) >= 1.0
     );
+}
+
+/// Issue 22, item 10: a certificate with two URI SANs, the second not
+/// UTF-8, read as the single identity `cluster/a` (the hand-written DER
+/// walk dropped the name it could not decode) and wrote cluster a. Every
+/// certificate that names anything but exactly one well-formed `spiffe://`
+/// URI is refused `403` with the reason, and nothing is stored; a chain
+/// through an expired intermediate is refused at the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_naming_no_single_identity_is_refused_with_the_reason() {
+    let ca = Ca::new("ca");
+    let clients = Ca::new("clients");
+    let dir = Dir::new("authz-names");
+    let (registry, addr) = start_spiffe(&dir, &ca, &clients).await;
+    let admin = client(&ca, Some(&clients.client(&["spiffe://example.org/admin/ops"], None)), H1);
+    let cluster_a: &[u8] = b"spiffe://example.org/cluster/a";
+    let raw =
+        |extensions: &[&[&[u8]]]| client(&ca, Some(&clients.client_with_raw_uris(extensions)), H1);
+    let cases = [
+        (
+            "a second URI SAN that is not UTF-8",
+            raw(&[&[cluster_a, b"spiffe://\xff\xfe"]]),
+            "URI SAN that is not ASCII",
+        ),
+        (
+            "a single URI SAN that is not ASCII",
+            raw(&[&["spiffe://example.org/cluster/\u{430}".as_bytes()]]),
+            "URI SAN that is not ASCII",
+        ),
+        ("the same URI SAN twice", raw(&[&[cluster_a, cluster_a]]), "2 URI SANs"),
+        (
+            "a SPIFFE ID with an escaped slash",
+            client(&ca, Some(&clients.client(&["spiffe://example.org/cluster/a%2Fb"], None)), H1),
+            "not a well-formed SPIFFE ID",
+        ),
+    ];
+    let before = fingerprints(&addr, &admin).await;
+    for (what, config, reason) in &cases {
+        for (method, path, body) in
+            [("GET", "/v1/pools", None), ("PUT", "/v1/clusters/a", Some(fixtures::cluster("a-1")))]
+        {
+            let (status, reply) = match call(&addr, config, method, path, body.as_ref()).await {
+                Ok(answer) => answer,
+                Err(error) => panic!("{what}: {method} {path}: {error}"),
+            };
+            assert_eq!(status, 403, "{what}: {method} {path}: {reply}");
+            assert_eq!(reply["error"], json!("forbidden"), "{what}: {reply}");
+            let identity = reply["identity"].as_str().unwrap_or_default();
+            assert!(identity.contains(reason), "{what}: {identity:?} says {reason:?}");
+            assert!(reply["message"].as_str().unwrap_or_default().contains(reason), "{reply}");
+        }
+    }
+    assert_eq!(fingerprints(&addr, &admin).await, before, "nothing stored on 403");
+    let text = metrics(&registry).await;
+    let invalid =
+        "mcs_authz_denials_total{identity=\"invalid\",route=\"/v1/clusters/{cluster_id}\"}";
+    assert_eq!(value(&text, invalid), cases.len() as f64, "{text}");
+
+    // A chain through an intermediate: admitted while it is valid, refused
+    // at the handshake once it expired.
+    let live = clients.intermediate("live", None);
+    let expired = clients.intermediate("expired", Some((2020, 1, 1)));
+    let via = |issuer: &Ca| {
+        client(&ca, Some(&issuer.client(&["spiffe://example.org/cluster/a"], None)), H1)
+    };
+    let (status, reply) = call(&addr, &via(&live), "GET", "/v1/pools", None).await.unwrap();
+    assert_eq!(status, 200, "{reply}");
+    let refused = call(&addr, &via(&expired), "GET", "/v1/pools", None).await;
+    assert!(refused.is_err(), "an expired intermediate: {refused:?}");
 }
