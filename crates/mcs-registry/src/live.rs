@@ -57,6 +57,9 @@ pub enum PollOutcome {
     DeltaRead,
     /// A full read succeeded: the view is ready.
     FullRead,
+    /// The read failed because the table does not exist: not ready until
+    /// a read succeeds again.
+    TableMissing,
 }
 
 /// The shared, served view of one registry process.
@@ -66,6 +69,7 @@ pub struct LiveView {
     clock: Arc<dyn Clock>,
     stale_after_ms: u64,
     full_read_done: AtomicBool,
+    table_missing: AtomicBool,
     last_poll_ok_ms: AtomicU64,
     changes: watch::Sender<u64>,
     cache: Mutex<HashMap<SectionKind, CachedBody>>,
@@ -104,6 +108,7 @@ impl LiveView {
             clock,
             stale_after_ms,
             full_read_done: AtomicBool::new(false),
+            table_missing: AtomicBool::new(false),
             last_poll_ok_ms: AtomicU64::new(0),
             changes: watch::channel(0).0,
             cache: Mutex::new(HashMap::new()),
@@ -256,9 +261,14 @@ impl LiveView {
         self.read().next_deadline()
     }
 
-    /// Records the outcome of a poll; a full read makes the view ready.
+    /// Records the outcome of a poll; a full read makes the view ready, a
+    /// table found missing makes `/readyz` fail until a read succeeds.
     pub fn mark_poll(&self, outcome: PollOutcome) {
+        // A failure of another kind says nothing of whether the table is back.
         if outcome != PollOutcome::Failed {
+            self.table_missing.store(outcome == PollOutcome::TableMissing, Ordering::SeqCst);
+        }
+        if !matches!(outcome, PollOutcome::Failed | PollOutcome::TableMissing) {
             let now = self.clock.now_ms();
             self.last_poll_ok_ms.store(now, Ordering::SeqCst);
             metrics::gauge!(m::LAST_POLL_OK).set(now as f64 / 1000.0);
@@ -280,6 +290,11 @@ impl LiveView {
         if self.published_complete.swap(complete, Ordering::SeqCst) != complete {
             self.changes.send_modify(|epoch| *epoch += 1);
         }
+    }
+
+    /// Whether the last read that got an answer found the table missing.
+    pub fn is_table_missing(&self) -> bool {
+        self.table_missing.load(Ordering::SeqCst)
     }
 
     /// How long ago the last successful poll was; `None` before the first.

@@ -158,11 +158,18 @@ impl Reader {
         let records = match result {
             Ok(records) => records,
             Err(error) => {
-                tracing::warn!(%error, mode, "poll failed; serving the last view");
+                let outcome = if let StoreError::Missing(_) = error {
+                    // The message names the table, its region and endpoint.
+                    tracing::error!(%error, mode, "storage table missing; not ready");
+                    PollOutcome::TableMissing
+                } else {
+                    tracing::warn!(%error, mode, "poll failed; serving the last view");
+                    PollOutcome::Failed
+                };
                 if full {
                     self.full_failed(read_started_ms);
                 }
-                self.view.mark_poll(PollOutcome::Failed);
+                self.view.mark_poll(outcome);
                 return;
             }
         };

@@ -116,3 +116,51 @@ async fn a_registry_started_before_storage_becomes_ready_once_it_answers() {
     assert_eq!(list(&http, &api).await["pools"].as_array().unwrap().len(), 1);
     assert_eq!(registry.terminate().await, Some(0));
 }
+
+/// Issue 22, item 12: the table deleted under a running registry made
+/// writes answer 500, which clients do not retry. It is a 503 with
+/// `Retry-After`, the registry turns not ready, and a log line names the
+/// table, its region and endpoint; once the table is created again, it is
+/// ready and writes go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_deleted_under_a_running_registry_is_503_and_not_ready_until_it_is_back() {
+    let Some(moto) = MotoServer::start().await else { return };
+    let table = dynamo::fresh_table(moto.endpoint(), "deleted").await;
+    let mut args = dynamo::registry_args(moto.endpoint(), &table);
+    args.extend(["--refresh-interval-ms", "200"].map(str::to_owned));
+    let registry = RegistryProcess::start(REGISTRY, &args).await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let (api, admin) = (registry.api_url().to_owned(), registry.admin_url().to_owned());
+    let write = async |dgd: &str| {
+        http.post(format!("{api}/v1/pools")).json(&pool(dgd)).send().await.unwrap()
+    };
+    let ready = async || http.get(format!("{admin}/readyz")).send().await.unwrap().status() == 200;
+    assert_eq!(write("a").await.status(), 200);
+
+    dynamo::client(moto.endpoint(), "us-east-1")
+        .delete_table()
+        .table_name(&table)
+        .send()
+        .await
+        .unwrap();
+    let refused = write("b").await;
+    assert_eq!(refused.status(), 503, "a missing table is worth retrying");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], json!("unavailable"), "{body}");
+    eventually(Duration::from_secs(10), "not ready", async || !ready().await).await;
+    let named = format!("table {table} in us-east-1 at {}", moto.endpoint());
+    let logged = registry.warnings();
+    assert!(
+        logged.iter().any(|l| l.contains("\"ERROR\"")
+            && l.contains("storage table missing")
+            && l.contains(&named)),
+        "a log line naming {named}:\n{}",
+        logged.join("\n")
+    );
+
+    dynamo::migrate_table(moto.endpoint(), &table).await;
+    eventually(Duration::from_secs(30), "ready once the table is back", ready).await;
+    assert_eq!(write("b").await.status(), 200);
+    assert_eq!(registry.terminate().await, Some(0));
+}

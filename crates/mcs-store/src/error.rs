@@ -7,9 +7,16 @@ pub enum StoreError {
     /// throttling past retries, 5xx). Retry later; nothing was half-written.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
-    /// The table is missing, unmigrated or at an older schema version.
+    /// The table is unmigrated or at an older schema version, or missing
+    /// when a migration looks for it.
     #[error("storage schema: {0}")]
     Schema(String),
+    /// The table, or an index a call uses, does not exist: never created,
+    /// or deleted under a running process. Nothing was written; calls can
+    /// succeed once it is created again (`mcs-admin migrate --create`).
+    /// The message names the table, its region and endpoint.
+    #[error("storage table missing: {0}")]
+    Missing(String),
     /// The table's schema is newer than this binary knows, and not one
     /// additive migration ahead of it: a newer binary migrated it. Nothing
     /// was changed; upgrade this binary.

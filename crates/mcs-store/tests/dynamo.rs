@@ -195,19 +195,29 @@ async fn unreadable_items_are_skipped_by_reads() {
     assert!(matches!(store.get(&future_key).await.unwrap_err(), StoreError::Corrupt(_)));
 }
 
+/// Calls on a missing table (never created, or deleted under a running
+/// process) are `Missing`, naming where they looked, so the registry can
+/// answer 503 rather than 500 (issue 22, item 12: they were `Schema`).
 #[tokio::test]
-async fn a_missing_table_is_a_schema_error() {
+async fn a_missing_table_is_missing_and_names_where_it_looked() {
     let Some(endpoint) = endpoint() else {
         return;
     };
     let sdk = sdk_config(Some(&endpoint)).await;
     let store =
         DynamoStore::from_sdk_config(&sdk, DynamoConfig::new(unique_table("absent"))).unwrap();
-    let key = mk_pool("a", 1, "w", None, None).key;
-    assert!(matches!(store.get(&key).await.unwrap_err(), StoreError::Schema(_)));
-    assert!(matches!(store.read_all().await.unwrap_err(), StoreError::Schema(_)));
+    let record = mk_pool("a", 1, "w", None, None);
+    let target = format!("table {} in us-east-1 at {endpoint}", store.table());
+    for (call, error) in [
+        ("get", store.get(&record.key).await.unwrap_err()),
+        ("read_all", store.read_all().await.unwrap_err()),
+        ("put", store.put(&record, 1).await.unwrap_err()),
+    ] {
+        assert!(matches!(error, StoreError::Missing(_)), "{call}: {error:?}");
+        assert!(error.to_string().contains(&target), "{call}: {error}");
+    }
     let missing = store.ensure_schema().await.unwrap_err();
-    assert!(matches!(missing, StoreError::Schema(_)));
+    assert!(matches!(missing, StoreError::Missing(_)), "{missing:?}");
     // Where it looked: a wrong region or endpoint shows in the message.
     let text = missing.to_string();
     assert!(

@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -157,11 +158,17 @@ impl Launch {
             Ok(None) => bail!("mcs-registry exited before listening:\n{}", seen.join("\n")),
             Err(_) => bail!("mcs-registry did not listen within {STARTUP:?}:\n{}", seen.join("\n")),
         };
-        // Keep draining its log so the process never blocks on a full pipe.
+        // Keep draining its log so the process never blocks on a full pipe;
+        // its warnings and errors are kept for RegistryProcess::warnings.
+        let warnings = Arc::new(Mutex::new(Vec::new()));
+        let kept = warnings.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                if echo && (line.contains("\"WARN\"") || line.contains("\"ERROR\"")) {
-                    eprintln!("mcs-registry: {line}");
+                if line.contains("\"WARN\"") || line.contains("\"ERROR\"") {
+                    if echo {
+                        eprintln!("mcs-registry: {line}");
+                    }
+                    kept.lock().unwrap_or_else(|p| p.into_inner()).push(line);
                 }
             }
         });
@@ -169,6 +176,7 @@ impl Launch {
             child,
             api: format!("http://{api}"),
             admin: format!("http://{admin}"),
+            warnings,
         };
         if self.wait_ready {
             process.wait_ready().await?;
@@ -187,6 +195,7 @@ pub struct RegistryProcess {
     child: Child,
     api: String,
     admin: String,
+    warnings: Arc<Mutex<Vec<String>>>,
 }
 
 impl RegistryProcess {
@@ -223,6 +232,11 @@ impl RegistryProcess {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         bail!("mcs-registry not ready within {STARTUP:?}")
+    }
+
+    /// The log lines at WARN or ERROR level since it listened (JSON).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Base URL of the API.

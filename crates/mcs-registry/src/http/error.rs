@@ -177,6 +177,13 @@ fn store_error(error: StoreError) -> Response {
         tracing::warn!(%error, "storage unavailable");
         return unavailable("storage unavailable; retry later");
     }
+    if let StoreError::Missing(_) = error {
+        // The message names the table, its region and endpoint. Clients
+        // retry a 503, not a 500: once the table is created again, they
+        // get through.
+        tracing::error!(%error, "storage table missing");
+        return unavailable("the storage table is missing; retry later");
+    }
     tracing::error!(%error, "storage error");
     let body = ErrorBody::new(ErrorCode::Internal, "internal error");
     (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()

@@ -144,9 +144,18 @@ async fn healthz() -> Json<serde_json::Value> {
 /// full read succeeded, and stays ready while storage is unreachable (a
 /// stale view, marked `complete: false`, is better than none) unless
 /// `--ready-max-staleness-secs` bounds how old the last successful poll may
-/// be. The body reports the staleness either way.
+/// be, or storage answers that the table does not exist. The body reports
+/// the staleness either way.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let view = &state.view;
+    if view.is_table_missing() {
+        let body = mcs_api::ErrorBody::new(
+            mcs_api::ErrorCode::Unavailable,
+            "storage answers that the table does not exist (the log names table, region and \
+             endpoint)",
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     let Some(age_ms) = view.last_poll_age_ms().filter(|_| view.is_ready()) else {
         let body = mcs_api::ErrorBody::new(
             mcs_api::ErrorCode::Unavailable,

@@ -9,7 +9,7 @@
 //! | dispatch failure (connect, IO), timeout, unparsable response | `Unavailable` |
 //! | throttling and write conflicts the service asks to retry | `Unavailable` |
 //! | HTTP 5xx, `InternalServerError`, `ServiceUnavailable` | `Unavailable` |
-//! | `ResourceNotFoundException` (table or index missing) | `Schema` |
+//! | `ResourceNotFoundException` (table or index missing) | `Missing` |
 //! | anything else (validation, access denied, request construction) | `Other` |
 //!
 //! Undecodable items become `Corrupt` where they are decoded (see `item`).
@@ -92,7 +92,7 @@ where
             let detail =
                 format!("{op} on {target}: {code}: {}", ctx.err().message().unwrap_or_default());
             if code == "ResourceNotFoundException" {
-                StoreError::Schema(format!(
+                StoreError::Missing(format!(
                     "{op}: {target}: the table or its index does not exist (check --table, \
                      --region and --dynamodb-endpoint; mcs-admin migrate --create creates it)"
                 ))

@@ -230,7 +230,8 @@ impl DynamoStore {
     /// mode) to its schema version, or one additive migration ahead
     /// (N-1/N); returns the table's version, which the store then writes by
     /// ([`Store::renewals_keep_changed_at`](crate::Store::renewals_keep_changed_at)).
-    /// `Schema` when it is missing, unmigrated or older, `SchemaTooNew`
+    /// `Missing` when the table does not exist, `Schema` when it is
+    /// unmigrated or older, `SchemaTooNew`
     /// when a newer binary migrated it beyond that; the version last read
     /// is kept then.
     pub async fn ensure_schema(&self) -> Result<u32, StoreError> {
