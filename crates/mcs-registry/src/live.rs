@@ -70,6 +70,9 @@ pub struct LiveView {
     stale_after_ms: u64,
     full_read_done: AtomicBool,
     table_missing: AtomicBool,
+    /// `(found, known)` while the table's schema is past what this binary
+    /// may use (a newer release migrated it): writes and readiness refuse.
+    schema_too_new: Mutex<Option<(u32, u32)>>,
     last_poll_ok_ms: AtomicU64,
     changes: watch::Sender<u64>,
     cache: Mutex<HashMap<SectionKind, CachedBody>>,
@@ -109,6 +112,7 @@ impl LiveView {
             stale_after_ms,
             full_read_done: AtomicBool::new(false),
             table_missing: AtomicBool::new(false),
+            schema_too_new: Mutex::new(None),
             last_poll_ok_ms: AtomicU64::new(0),
             changes: watch::channel(0).0,
             cache: Mutex::new(HashMap::new()),
@@ -290,6 +294,18 @@ impl LiveView {
         if self.published_complete.swap(complete, Ordering::SeqCst) != complete {
             self.changes.send_modify(|epoch| *epoch += 1);
         }
+    }
+
+    /// Records what the last re-read of the table's schema found: `Some((found,
+    /// known))` when the table is at a schema version past what this binary
+    /// may use, `None` when it may use it.
+    pub fn set_schema_too_new(&self, versions: Option<(u32, u32)>) {
+        *self.schema_too_new.lock().unwrap_or_else(|p| p.into_inner()) = versions;
+    }
+
+    /// `(found, known)` while the table's schema is past this binary's.
+    pub fn schema_too_new(&self) -> Option<(u32, u32)> {
+        *self.schema_too_new.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether the last read that got an answer found the table missing.

@@ -198,8 +198,20 @@ impl Reader {
         // clock runs ahead must not push it past writes still to come.
         let previous_watermark = std::mem::replace(&mut self.watermark_ms, read_started_ms);
         if full {
-            if let Err(error) = self.store.refresh_schema().await {
-                tracing::warn!(%error, "could not re-read the table's schema");
+            match self.store.refresh_schema().await {
+                Ok(()) => self.view.set_schema_too_new(None),
+                Err(StoreError::SchemaTooNew { found, known }) => {
+                    // Issue 22: a schema-3 registry went on serving and
+                    // writing a table migrated to 5.
+                    tracing::error!(
+                        schema_version = found,
+                        binary_schema_version = known,
+                        "the table is at a schema version past this binary's: writes refused and \
+                         not ready; run a registry release of schema version {found}"
+                    );
+                    self.view.set_schema_too_new(Some((found, known)));
+                }
+                Err(error) => tracing::warn!(%error, "could not re-read the table's schema"),
             }
             let resync = self.view.replace_all(records, read_started_ms);
             if missed > 0 {

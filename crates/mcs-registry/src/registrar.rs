@@ -211,6 +211,9 @@ impl Registrar {
 
     /// The steps of [`mcs_core::write`] around one conditional write.
     async fn write_inner(&self, intent: Intent) -> Result<Record, WriteError> {
+        if let Some((found, known)) = self.view.schema_too_new() {
+            return Err(WriteError::Store(StoreError::SchemaTooNew { found, known }));
+        }
         let now = self.clock.now_ms();
         let grant = intent.leased.then(|| self.grant(intent.lease));
         let planned = write::Intent {

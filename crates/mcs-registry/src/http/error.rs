@@ -177,6 +177,13 @@ fn store_error(error: StoreError) -> Response {
         tracing::warn!(%error, "storage unavailable");
         return unavailable("storage unavailable; retry later");
     }
+    if let StoreError::SchemaTooNew { found, .. } = error {
+        // Another replica, of the release the table needs, may take it.
+        return unavailable(&format!(
+            "the storage table is at schema version {found}, past this registry's; it writes \
+             nothing until it runs a release of that schema"
+        ));
+    }
     if let StoreError::Missing(_) = error {
         // The message names the table, its region and endpoint. Clients
         // retry a 503, not a 500: once the table is created again, they

@@ -148,6 +148,16 @@ async fn healthz() -> Json<serde_json::Value> {
 /// the staleness either way.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let view = &state.view;
+    if let Some((found, known)) = view.schema_too_new() {
+        let body = mcs_api::ErrorBody::new(
+            mcs_api::ErrorCode::Unavailable,
+            format!(
+                "the storage table is at schema version {found}, past this binary's ({known}): \
+                 run a registry release of schema version {found}"
+            ),
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     if view.is_table_missing() {
         let body = mcs_api::ErrorBody::new(
             mcs_api::ErrorCode::Unavailable,

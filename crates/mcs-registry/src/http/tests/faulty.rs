@@ -22,6 +22,8 @@ pub(super) struct Faulty {
     pub(super) stamps_fail: AtomicBool,
     /// Every read begun while set never answers (a storage hang).
     pub(super) reads_hang: AtomicBool,
+    /// `(found, known)`: re-reads of the schema find it past this binary's.
+    pub(super) schema_too_new: Mutex<Option<(u32, u32)>>,
     /// The `since_ms` of every `read_changed_since`, in order.
     since: Mutex<Vec<u64>>,
 }
@@ -89,5 +91,11 @@ impl Store for Faulty {
         hang_while(&self.reads_hang).await;
         unless(&self.stamps_fail, "change_stamps")?;
         self.inner.read_change_stamps(from_ms, to_ms).await
+    }
+    async fn refresh_schema(&self) -> Result<(), StoreError> {
+        match *self.schema_too_new.lock().unwrap() {
+            Some((found, known)) => Err(StoreError::SchemaTooNew { found, known }),
+            None => Ok(()),
+        }
     }
 }

@@ -112,3 +112,50 @@ async fn a_storage_hang_turns_lists_incomplete_at_stale_after_by_timer() {
     let _ = stop.send(true);
     reader.abort();
 }
+
+/// Issue 22, item 13: a schema-3 registry went on serving and writing when
+/// the table reached schema 5. A full read that finds the table past this
+/// binary's schema stops its writes (503) and its readiness, naming the
+/// version to run; a later read that finds it usable lifts both.
+#[tokio::test]
+async fn a_table_past_this_binarys_schema_stops_writes_and_readiness() {
+    use tower::ServiceExt;
+    let (mut registry, clock, store) = super::faulty::registry_on_faulty(&[
+        "--refresh-interval-ms",
+        "100",
+        "--full-resync-interval-secs",
+        "1",
+    ]);
+    registry.reader.poll_once().await;
+    let call = async |registry: &Registry, method: Method, uri: &str, body: Option<Value>| {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .unwrap();
+        let response = router(registry.state.clone()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    };
+    let write = |dgd: &str| Some(pool(dgd));
+    assert_eq!(call(&registry, Method::POST, "/v1/pools", write("a")).await.0, StatusCode::OK);
+
+    *store.schema_too_new.lock().unwrap() = Some((7, 5));
+    clock.advance(1_000);
+    registry.reader.poll_once().await; // a full read re-reads the schema
+    let (status, body) = call(&registry, Method::POST, "/v1/pools", write("b")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("schema version 7"), "{body}");
+    let (status, body) = call(&registry, Method::GET, "/readyz", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body.contains("run a registry release of schema version 7"), "{body}");
+    assert_eq!(store.read_all().await.unwrap().len(), 1, "nothing written");
+
+    *store.schema_too_new.lock().unwrap() = None;
+    clock.advance(1_000);
+    registry.reader.poll_once().await;
+    assert_eq!(call(&registry, Method::GET, "/readyz", None).await.0, StatusCode::OK);
+    assert_eq!(call(&registry, Method::POST, "/v1/pools", write("b")).await.0, StatusCode::OK);
+}
