@@ -1035,6 +1035,8 @@ async fn an_invalid_exported_label_is_refused_at_export_and_a_refused_import_fre
         "exported_at": "2026-12-01T00:00:00Z",
         "endpoints": [{"addresses": ["10.9.0.1"], "ready": true}],
         "labels": {"tier": "front end", "team": "a"},
+        // The holder of north's lease, as only it may write north's exports.
+        "incarnation": "north-1",
     }))
     .unwrap();
     let key = mcs_api::ExportKey {

@@ -347,7 +347,8 @@ pub struct ExportRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 63)]
     pub traffic_distribution: Option<String>,
-    /// The controller process sending it.
+    /// The controller process sending it: while the export's cluster holds
+    /// a live lease, the incarnation holding it (`409 owned` otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incarnation: Option<Incarnation>,
     /// The controller's own ordering of its intents.

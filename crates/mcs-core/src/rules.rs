@@ -78,17 +78,20 @@ fn owned_by_another(
         .then(|| WriteDecision::Owned { owner: owner.clone(), until_ms })
 }
 
-/// `Owned` when a withdrawal of an export by `incarnation` (`None` when the
-/// request named none) must be refused: an export lives on its cluster's
-/// lease, so while `cluster` (the merged record of the export's cluster)
-/// holds a live lease, only the incarnation holding it may withdraw the
-/// cluster's exports. Once the lease has ended or the cluster was
-/// withdrawn, anyone may (to clean up what a removed cluster left).
+/// `Owned` when a write of an export by `incarnation` (`None` when the
+/// request named none), a `PUT` or a withdrawal alike, must be refused: an
+/// export lives on its cluster's lease, so while `cluster` (the merged
+/// record of the export's cluster) holds a live lease, only the incarnation
+/// holding it may write the cluster's exports (a controller that lost its
+/// leadership may neither rewrite nor withdraw them). Once the lease has
+/// ended or the cluster was withdrawn, anyone may (to clean up what a
+/// removed cluster left).
 ///
 /// Exports carry no lease of their own, so [`decide`] on the export's key
 /// alone never refuses one as owned; the registrar applies this against its
-/// merged view before the conditional write (`write::plan_withdrawal`).
-pub fn export_withdrawal_owned(
+/// merged view before the conditional write (`write::PlannedWrite::plan`,
+/// `write::plan_withdrawal`).
+pub fn export_write_owned(
     cluster: Option<&Record>,
     incarnation: Option<&str>,
     now_ms: u64,
@@ -349,25 +352,25 @@ mod tests {
     }
 
     #[test]
-    fn only_the_holder_of_the_cluster_lease_withdraws_its_exports() {
+    fn only_the_holder_of_the_cluster_lease_writes_its_exports() {
         use crate::fixtures::mk_cluster;
         let now = 10_000;
         let live = mk_cluster("c1", 5, "ctl-1", now + 1);
         let owned = Some(WriteDecision::Owned { owner: "ctl-1".into(), until_ms: now + 1 });
-        assert_eq!(export_withdrawal_owned(Some(&live), None, now), owned, "no incarnation");
-        assert_eq!(export_withdrawal_owned(Some(&live), Some("ctl-2"), now), owned, "another");
-        assert_eq!(export_withdrawal_owned(Some(&live), Some("ctl-1"), now), None, "the holder");
+        assert_eq!(export_write_owned(Some(&live), None, now), owned, "no incarnation");
+        assert_eq!(export_write_owned(Some(&live), Some("ctl-2"), now), owned, "another");
+        assert_eq!(export_write_owned(Some(&live), Some("ctl-1"), now), None, "the holder");
         let ended = mk_cluster("c1", 5, "ctl-1", now);
-        assert_eq!(export_withdrawal_owned(Some(&ended), None, now), None, "lease ended");
+        assert_eq!(export_write_owned(Some(&ended), None, now), None, "lease ended");
         let mut withdrawn = mk_tombstone("c1", 6, "r1");
         withdrawn.key = live.key.clone();
         withdrawn.owner = Some("ctl-1".into());
         withdrawn.lease_until_ms = Some(now + 1);
-        assert_eq!(export_withdrawal_owned(Some(&withdrawn), None, now), None, "withdrawn");
-        assert_eq!(export_withdrawal_owned(None, None, now), None, "no cluster record");
+        assert_eq!(export_write_owned(Some(&withdrawn), None, now), None, "withdrawn");
+        assert_eq!(export_write_owned(None, None, now), None, "no cluster record");
         let mut leaderless = live.clone();
         leaderless.owner = None;
-        assert_eq!(export_withdrawal_owned(Some(&leaderless), None, now), None);
+        assert_eq!(export_write_owned(Some(&leaderless), None, now), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! ```
 
 use crate::hlc::ClockError;
-use crate::rules::{export_withdrawal_owned, fenced_by_withdrawal};
+use crate::rules::{export_write_owned, fenced_by_withdrawal};
 use crate::{Body, Hlc, Key, Record, Version, WriteDecision};
 
 /// A write rule: what a write of `new` over `stored` does at `now_ms`
@@ -84,9 +84,13 @@ pub struct PlannedWrite {
 
 impl PlannedWrite {
     /// Builds the record of `intent` at `now_ms` for a registrar writing as
-    /// `writer`, over `held`, the merged view's record of the key.
+    /// `writer`, over `held`, the merged view's record of the key. For an
+    /// export, `cluster` is the merged record of its cluster (`None` for
+    /// other kinds).
     ///
     /// - Nothing is written until the first full read (`ready`).
+    /// - While `cluster` holds a live lease, only its holder writes the
+    ///   export ([`export_write_owned`]), as for a withdrawal.
     /// - `changed_at` is after the held record's, even when its writer's
     ///   clock ran ahead: replication and delta polls order an item's
     ///   writes by it.
@@ -97,6 +101,7 @@ impl PlannedWrite {
     pub fn plan(
         intent: Intent,
         held: Option<&Record>,
+        cluster: Option<&Record>,
         ready: bool,
         now_ms: u64,
         writer: &str,
@@ -105,6 +110,7 @@ impl PlannedWrite {
         if !ready {
             return Err(Refusal::NotReady);
         }
+        fence_export(cluster, intent.incarnation.as_deref(), now_ms)?;
         let mut record = Record {
             key: intent.key,
             version: Version::new(0, writer),
@@ -235,7 +241,7 @@ pub enum WithdrawalPlan {
 /// `generation` is the client's own, if it sent one. For an export,
 /// `cluster` is the merged record of its cluster (`None` for other kinds):
 /// while that holds a live lease, only its holder may withdraw the export
-/// ([`export_withdrawal_owned`]).
+/// ([`export_write_owned`], as for any write of it).
 pub fn plan_withdrawal(
     held: Option<&Record>,
     cluster: Option<&Record>,
@@ -253,14 +259,22 @@ pub fn plan_withdrawal(
             WithdrawalPlan::Withdrawn(Box::new(record.clone()))
         }
         Some(_) => {
-            if let Some(WriteDecision::Owned { owner, until_ms }) =
-                export_withdrawal_owned(cluster, incarnation, now_ms)
-            {
-                return Err(Refusal::Owned { owner, until_ms });
-            }
+            fence_export(cluster, incarnation, now_ms)?;
             WithdrawalPlan::Write
         }
     })
+}
+
+/// [`export_write_owned`] as a refusal.
+fn fence_export(
+    cluster: Option<&Record>,
+    incarnation: Option<&str>,
+    now_ms: u64,
+) -> Result<(), Refusal> {
+    match export_write_owned(cluster, incarnation, now_ms) {
+        Some(WriteDecision::Owned { owner, until_ms }) => Err(Refusal::Owned { owner, until_ms }),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -272,6 +286,16 @@ mod tests {
     use crate::hlc::generation_at;
 
     const NOW: u64 = 1_767_225_600_000;
+
+    /// [`PlannedWrite::plan`] at `NOW` by the registrar `reg`, ready, of a
+    /// key that is not an export.
+    pub(super) fn plan_now(
+        intent: Intent,
+        held: Option<&Record>,
+        hlc: &mut Hlc,
+    ) -> Result<PlannedWrite, Refusal> {
+        PlannedWrite::plan(intent, held, None, true, NOW, "reg", hlc)
+    }
 
     fn intent_like(record: &Record, incarnation: Option<&str>, generation: Option<u64>) -> Intent {
         Intent {
@@ -290,6 +314,7 @@ mod tests {
         let refused = PlannedWrite::plan(
             intent_like(&pool, None, None),
             None,
+            None,
             false,
             NOW,
             "reg",
@@ -307,32 +332,15 @@ mod tests {
         let pool = mk_pool("a", 1, "w", None, None);
         let mut hlc = Hlc::new(60_000);
         for generation in [u64::MAX, generation_at(NOW + 61_000)] {
-            let refused = PlannedWrite::plan(
-                intent_like(&pool, Some("x"), Some(generation)),
-                None,
-                true,
-                NOW,
-                "reg",
-                &mut hlc,
-            );
+            let refused = plan_now(intent_like(&pool, Some("x"), Some(generation)), None, &mut hlc);
             assert!(matches!(refused, Err(Refusal::GenerationAhead { .. })), "{generation}");
         }
         let within = generation_at(NOW + 59_000);
-        let ok = PlannedWrite::plan(
-            intent_like(&pool, Some("x"), Some(within)),
-            None,
-            true,
-            NOW,
-            "reg",
-            &mut hlc,
-        )
-        .unwrap();
+        let ok = plan_now(intent_like(&pool, Some("x"), Some(within)), None, &mut hlc).unwrap();
         assert_eq!(ok.record().version, Version::new(within, "x"));
         assert!(ok.is_client_ordered());
         // The registrar's next own generation follows its wall clock.
-        let own =
-            PlannedWrite::plan(intent_like(&pool, None, None), None, true, NOW, "reg", &mut hlc)
-                .unwrap();
+        let own = plan_now(intent_like(&pool, None, None), None, &mut hlc).unwrap();
         assert_eq!(own.record().version, Version::new(generation_at(NOW), "reg"));
     }
 
@@ -348,11 +356,7 @@ mod tests {
             let mut intent = intent_like(&held, Some("x"), None);
             intent.terms = terms;
             intent.lease_until_ms = Some(until);
-            PlannedWrite::plan(intent, Some(&held), true, NOW, "reg", &mut Hlc::default())
-                .unwrap()
-                .record()
-                .version
-                .clone()
+            plan_now(intent, Some(&held), &mut Hlc::default()).unwrap().record().version.clone()
         };
         assert!(plan(Some(short), NOW + 4_000) > held.version, "shorter: a change");
         assert_eq!(plan(Some(long), NOW + 29_000), held.version, "same terms: a heartbeat");
@@ -362,9 +366,7 @@ mod tests {
         let mut planned = intent_like(&held, Some("x"), None);
         planned.terms = Some(short);
         planned.lease_until_ms = Some(NOW + 4_000);
-        let written =
-            PlannedWrite::plan(planned, Some(&held), true, NOW, "reg", &mut Hlc::default())
-                .unwrap();
+        let written = plan_now(planned, Some(&held), &mut Hlc::default()).unwrap();
         assert_eq!(written.judge(Some(&held), NOW, decide), Ok(WriteDecision::Apply));
     }
 
@@ -372,15 +374,9 @@ mod tests {
     fn a_heartbeat_reuses_the_held_version_and_follows_its_write_time() {
         let mut held = mk_pool("a", 7, "reg-0", Some("x"), Some(NOW + 1_000));
         held.changed_at_ms = NOW + 500;
-        let planned = PlannedWrite::plan(
-            intent_like(&held, Some("x"), None),
-            Some(&held),
-            true,
-            NOW,
-            "reg",
-            &mut Hlc::default(),
-        )
-        .unwrap();
+        let planned =
+            plan_now(intent_like(&held, Some("x"), None), Some(&held), &mut Hlc::default())
+                .unwrap();
         assert_eq!(planned.record().version, held.version, "same content: same version");
         assert_eq!(planned.record().changed_at_ms, NOW + 501, "after the held write");
         assert_eq!(planned.judge(Some(&held), NOW, decide), Ok(WriteDecision::Renew));
@@ -392,7 +388,7 @@ mod tests {
     fn only_a_leased_heartbeat_is_a_renewal() {
         let held = mk_pool("a", 7, "reg-0", Some("x"), Some(NOW + 1_000));
         let plan = |intent: Intent, held: Option<&Record>| {
-            PlannedWrite::plan(intent, held, true, NOW, "reg", &mut Hlc::default()).unwrap()
+            plan_now(intent, held, &mut Hlc::default()).unwrap()
         };
         let mut changed = intent_like(&held, Some("x"), None);
         changed.body = mk_pool("b", 1, "w", None, None).body;
@@ -414,14 +410,7 @@ mod tests {
         let mut tomb = mk_tombstone("a", 9, "reg-1");
         tomb.owner = Some("x".into());
         let mut hlc = Hlc::default();
-        let refused = PlannedWrite::plan(
-            intent_like(&pool, Some("x"), None),
-            Some(&tomb),
-            true,
-            NOW,
-            "reg",
-            &mut hlc,
-        );
+        let refused = plan_now(intent_like(&pool, Some("x"), None), Some(&tomb), &mut hlc);
         assert_eq!(refused.unwrap_err(), Refusal::Stale { stored: tomb.version.clone() });
 
         // The view of this process is behind: it still holds the live
@@ -432,6 +421,7 @@ mod tests {
         let mut planned = PlannedWrite::plan(
             intent_like(&live, Some("x"), None),
             Some(&live),
+            None,
             true,
             NOW,
             "reg-2",
@@ -456,15 +446,7 @@ mod tests {
     fn a_client_generation_is_never_retried() {
         let pool = mk_pool("a", 1, "w", None, None);
         let mut hlc = Hlc::default();
-        let mut planned = PlannedWrite::plan(
-            intent_like(&pool, Some("x"), Some(3)),
-            None,
-            true,
-            NOW,
-            "reg",
-            &mut hlc,
-        )
-        .unwrap();
+        let mut planned = plan_now(intent_like(&pool, Some("x"), Some(3)), None, &mut hlc).unwrap();
         let stored = Version::new(generation_at(NOW), "reg");
         assert_eq!(planned.stale(stored.clone(), NOW, &mut hlc), Err(Refusal::Stale { stored }));
     }
@@ -478,6 +460,29 @@ mod tests {
         assert_eq!(plan(Some(&live), None), Ok(WithdrawalPlan::Write));
         assert_eq!(plan(Some(&tomb), None), Ok(WithdrawalPlan::Withdrawn(Box::new(tomb.clone()))));
         assert_eq!(plan(Some(&tomb), Some(3)), Ok(WithdrawalPlan::Write));
+    }
+
+    /// Issue 22, item 11: a `PUT` of an export was not fenced like its
+    /// withdrawal, so a controller that had lost its leadership could
+    /// rewrite its cluster's exports.
+    #[test]
+    fn an_export_is_written_only_by_the_holder_of_its_cluster_lease() {
+        let export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
+        let cluster = mk_cluster("c1", 3, "ctl-1", NOW + 1_000);
+        let plan = |cluster: &Record, incarnation: Option<&str>, now| {
+            let mut intent = intent_like(&export, incarnation, None);
+            intent.lease_until_ms = None;
+            PlannedWrite::plan(intent, None, Some(cluster), true, now, "reg", &mut Hlc::default())
+                .map(|planned| planned.record().owner.clone())
+        };
+        let owned = Err(Refusal::Owned { owner: "ctl-1".into(), until_ms: NOW + 1_000 });
+        assert_eq!(plan(&cluster, None, NOW), owned, "no incarnation while the lease is live");
+        assert_eq!(plan(&cluster, Some("ctl-0"), NOW), owned, "an old leader");
+        assert_eq!(plan(&cluster, Some("ctl-1"), NOW), Ok(Some("ctl-1".into())), "the holder");
+        assert_eq!(plan(&cluster, None, NOW + 1_000), Ok(None), "after the lease");
+        let mut withdrawn = mk_tombstone("c1", 4, "w");
+        withdrawn.key = cluster.key.clone();
+        assert_eq!(plan(&withdrawn, Some("ctl-0"), NOW), Ok(Some("ctl-0".into())), "withdrawn");
     }
 
     #[test]

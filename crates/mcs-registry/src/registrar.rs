@@ -17,7 +17,7 @@ use crate::metrics as m;
 use mcs_api::{FieldError, Incarnation, Lease};
 use mcs_core::hlc::ClockError;
 use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
-use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, decide};
+use mcs_core::{Body, Hlc, Key, LeasePolicy, Record, Version, View, decide};
 use mcs_store::{PutOutcome, Store, StoreError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -155,7 +155,7 @@ impl Registrar {
     /// already withdrawn key answers with its tombstone unless the client
     /// orders a newer withdrawal itself. An export is withdrawn only by the
     /// holder of its cluster's lease while that lease is live
-    /// ([`mcs_core::rules::export_withdrawal_owned`], judged on the view).
+    /// ([`mcs_core::rules::export_write_owned`], judged on the view).
     pub async fn withdraw(
         &self,
         key: Key,
@@ -164,13 +164,7 @@ impl Registrar {
     ) -> Result<Record, WriteError> {
         let (held, cluster) = {
             let view = self.view.read();
-            let cluster = match &key {
-                Key::Export(export) => {
-                    view.record(&Key::Cluster { cluster_id: export.cluster_id.clone() }).cloned()
-                }
-                _ => None,
-            };
-            (view.record(&key).cloned(), cluster)
+            (view.record(&key).cloned(), lease_holder(&view, &key).cloned())
         };
         let held = match held {
             Some(record) => Some(record),
@@ -227,9 +221,11 @@ impl Registrar {
         let mut write = {
             let view = self.view.read();
             let held = view.record(&planned.key);
+            let cluster = lease_holder(&view, &planned.key);
             PlannedWrite::plan(
                 planned,
                 held,
+                cluster,
                 self.view.is_ready(),
                 now,
                 &self.writer_id,
@@ -315,6 +311,16 @@ impl Registrar {
                 self.timeout
             ))),
         }
+    }
+}
+
+/// The merged record of the cluster whose lease `key` lives on, for an
+/// export (only its holder writes the export while the lease is live);
+/// `None` for other kinds.
+fn lease_holder<'v>(view: &'v View, key: &Key) -> Option<&'v Record> {
+    match key {
+        Key::Export(export) => view.record(&Key::Cluster { cluster_id: export.cluster_id.clone() }),
+        _ => None,
     }
 }
 

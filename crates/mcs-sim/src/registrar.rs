@@ -457,6 +457,7 @@ impl Process {
                 lease_until_ms: leased.then(|| now + self.lease_ms),
             },
             self.merged.get(&key),
+            None,
             self.ready,
             now,
             &self.writer_id,

@@ -21,18 +21,16 @@ fn intent(incarnation: Option<&str>, generation: Option<u64>) -> Intent {
 fn a_client_generation_exactly_at_the_bound_is_accepted() {
     let mut hlc = Hlc::new(60_000);
     let bound = hlc.bound(NOW);
-    let at_bound =
-        PlannedWrite::plan(intent(Some("x"), Some(bound)), None, true, NOW, "reg", &mut hlc);
+    let at_bound = super::tests::plan_now(intent(Some("x"), Some(bound)), None, &mut hlc);
     assert_eq!(at_bound.unwrap().record().version, Version::new(bound, "x"));
-    let past =
-        PlannedWrite::plan(intent(Some("x"), Some(bound + 1)), None, true, NOW, "reg", &mut hlc);
+    let past = super::tests::plan_now(intent(Some("x"), Some(bound + 1)), None, &mut hlc);
     assert!(matches!(past, Err(Refusal::GenerationAhead { .. })));
 }
 
 #[test]
 fn a_generation_the_registrar_assigns_is_not_client_ordered() {
     let mut hlc = Hlc::default();
-    let planned = PlannedWrite::plan(intent(Some("x"), None), None, true, NOW, "reg", &mut hlc);
+    let planned = super::tests::plan_now(intent(Some("x"), None), None, &mut hlc);
     let planned = planned.unwrap();
     assert!(!planned.is_client_ordered());
     assert_eq!(planned.record().version.writer, "reg");

@@ -10,7 +10,11 @@ async fn register_side(world: &MultiRegion, region: &str, side: &str, export: Va
         (Method::POST, "/v1/pools".to_owned(), pool("c1", &format!("{side}-only"), 1, json!({}))),
         (Method::POST, "/v1/routers".to_owned(), fixtures::router(&format!("gr-{side}"))),
         (Method::PUT, format!("/v1/clusters/c-{side}"), fixtures::cluster(&format!("ctl-{side}"))),
-        (Method::PUT, format!("/v1/clusters/c-{side}/exports/llm/svc"), export),
+        (
+            Method::PUT,
+            format!("/v1/clusters/c-{side}/exports/llm/svc"),
+            fixtures::with(export, json!({"incarnation": format!("ctl-{side}")})),
+        ),
     ];
     for (method, path, body) in writes {
         let (status, reply) = world.call(region, method.clone(), &path, Some(&body)).await;

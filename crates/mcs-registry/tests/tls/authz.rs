@@ -100,7 +100,11 @@ async fn each_identity_against_each_write_route() {
     }
 
     let pool = fixtures::pool("a", "d", 1);
-    let export = fixtures::export("ClusterSetIP", "2026-12-01T00:00:00Z", "10.1.0.5");
+    // Written by the holder of cluster a's lease, as only it may.
+    let export = fixtures::with(
+        fixtures::export("ClusterSetIP", "2026-12-01T00:00:00Z", "10.1.0.5"),
+        json!({"incarnation": "a-1"}),
+    );
     let router_reg = fixtures::with(fixtures::router("gr-0"), json!({"incarnation": "r1"}));
     let cluster_reg = fixtures::cluster("a-1");
 

@@ -96,7 +96,7 @@ async fn clusters_exports_and_imports() {
         .send(
             Method::PUT,
             "/v1/clusters/west/exports/llm/web",
-            export("2026-12-02T00:00:00Z", 8080),
+            with(export("2026-12-02T00:00:00Z", 8080), "incarnation", json!("west-1")),
         )
         .await;
     assert_eq!(west.status, StatusCode::OK);
@@ -142,24 +142,35 @@ async fn clusters_exports_and_imports() {
     assert_eq!(h.get("/v1/exports").await.body["exports"], json!([]));
 }
 
+/// A `PUT` is fenced like a `DELETE` (issue 22, item 11: before, a `PUT`
+/// by an old leader, or naming no incarnation, rewrote the export).
 #[tokio::test]
-async fn an_export_is_withdrawn_only_by_its_cluster_lease_holder_while_it_is_live() {
+async fn an_export_is_written_and_withdrawn_only_by_its_cluster_lease_holder_while_it_is_live() {
     let h = harness().await;
     let reply = h.send(Method::PUT, "/v1/clusters/east", json!({"incarnation": "east-1"})).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let reply = h
-        .send(Method::PUT, "/v1/clusters/east/exports/llm/web", export("2026-12-01T00:00:00Z", 80))
-        .await;
+    let uri = "/v1/clusters/east/exports/llm/web";
+    let holder = with(export("2026-12-01T00:00:00Z", 80), "incarnation", json!("east-1"));
+    let reply = h.send(Method::PUT, uri, holder).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    for query in ["", "?incarnation=east-0"] {
-        let uri = format!("/v1/clusters/east/exports/llm/web{query}");
-        let refused = h.call(Method::DELETE, &uri, None, &[]).await;
-        assert_eq!(refused.status, StatusCode::CONFLICT, "{query}: {}", refused.body);
-        assert_eq!(refused.body["error"], json!("owned"));
-        assert_eq!(refused.body["owner"], json!("east-1"));
-        assert!(refused.body["lease_until_ms"].is_u64(), "{}", refused.body);
+    let refused_as_owned = |what: &str, refused: &Reply| {
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{what}: {}", refused.body);
+        assert_eq!(refused.body["error"], json!("owned"), "{what}");
+        assert_eq!(refused.body["owner"], json!("east-1"), "{what}");
+        assert!(refused.body["lease_until_ms"].is_u64(), "{what}: {}", refused.body);
+    };
+    for (query, incarnation) in [("", None), ("?incarnation=east-0", Some("east-0"))] {
+        let mut rewrite = export("2026-12-01T00:00:00Z", 81);
+        if let Some(incarnation) = incarnation {
+            rewrite = with(rewrite, "incarnation", json!(incarnation));
+        }
+        refused_as_owned(&format!("PUT {incarnation:?}"), &h.send(Method::PUT, uri, rewrite).await);
+        let delete = h.call(Method::DELETE, &format!("{uri}{query}"), None, &[]).await;
+        refused_as_owned(&format!("DELETE {query}"), &delete);
     }
-    assert_eq!(h.get("/v1/exports").await.body["exports"].as_array().unwrap().len(), 1);
+    let exports = h.get("/v1/exports").await.body["exports"].clone();
+    assert_eq!(exports.as_array().unwrap().len(), 1);
+    assert_eq!(exports[0]["ports"][0]["port"], json!(80), "not rewritten: {exports}");
 
     // Once the cluster is withdrawn its exports are no longer served, and
     // anyone may withdraw them (cleaning up what a removed cluster left).
