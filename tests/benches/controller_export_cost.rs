@@ -13,8 +13,8 @@
 //! One real API server (scripts/k8s-env), the registry on DynamoDB (moto)
 //! with the test settings of `mcs_tests::controller`, one controller.
 //! Requests are the controller ServiceAccount's in the API server's audit
-//! log, its leader Lease's excepted; CPU is the controller's
-//! `process_cpu_seconds_total`. A batch is done when every one of its
+//! log, its leader Lease's excepted; CPU is the controller process's user
+//! and system time (`/proc/<pid>/stat`). A batch is done when every one of its
 //! ServiceExports shows `Ready=True`. Results: docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
@@ -38,18 +38,16 @@ fn requests(c: &Cluster) -> usize {
         .count()
 }
 
-/// The controller's CPU seconds so far, from its `/metrics`.
+/// The controller's CPU seconds so far (user and system), from
+/// `/proc/<pid>/stat` in clock ticks of `getconf CLK_TCK`.
 async fn cpu_seconds(c: &Cluster) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", c.controllers[0].metrics_url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("process_cpu_seconds_total on the controller's /metrics")
+    let pid = c.controllers[0].pid().expect("the controller runs");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name, which ends with the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let hz = tokio::process::Command::new("getconf").arg("CLK_TCK").output().await.unwrap();
+    ticks / String::from_utf8_lossy(&hz.stdout).trim().parse::<f64>().unwrap()
 }
 
 /// Exports services `from..to` and waits until every export so far is Ready.
@@ -108,11 +106,13 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let mut rows = Vec::new();
+    let mut by_kind = std::collections::BTreeMap::new();
     let mut per_export = Vec::new();
     for (label, from, to) in
         [("first batch (baseline)", 0, first), ("second batch", first, first + second)]
     {
         let (requests_before, cpu_before) = (requests(east), cpu_seconds(east).await);
+        let seen_before = mcs_tests::controller::audited(&east.env, USER).len();
         let started = Instant::now();
         export_batch(east, from, to).await;
         // Let the status writes and watches settle before counting.
@@ -121,6 +121,14 @@ async fn main() {
         let reqs = (requests(east) - requests_before) as f64 / n;
         let cpu_ms = (cpu_seconds(east).await - cpu_before) * 1000.0 / n;
         per_export.push((reqs, cpu_ms));
+        by_kind.clear();
+        for (verb, _, resource, _) in
+            mcs_tests::controller::audited(&east.env, USER).into_iter().skip(seen_before)
+        {
+            if resource != "leases" {
+                *by_kind.entry((verb, resource)).or_insert(0usize) += 1;
+            }
+        }
         rows.push(vec![
             label.to_owned(),
             format!("{}", to - from),
@@ -141,7 +149,11 @@ async fn main() {
     for row in rows {
         table.row(row);
     }
-    print!("{}", table.render());
+    println!("{}", table.render());
+    println!("second batch, requests per export by verb and resource:");
+    for ((verb, resource), n) in &by_kind {
+        println!("  {verb} {resource}: {:.2}", *n as f64 / second as f64);
+    }
     let (base, large) = (per_export[0], per_export[1]);
     println!(
         "ratio second / first batch: requests {:.2}x, CPU {:.2}x (1x: linear in the exports)",

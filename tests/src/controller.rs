@@ -330,6 +330,11 @@ pub struct ControllerProcess {
 }
 
 impl ControllerProcess {
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Starts the controller of cluster `cluster_id` against the registry at
     /// `registry_url`, with the kubeconfig given, and waits until it listens.
     pub async fn start(
