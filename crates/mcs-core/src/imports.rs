@@ -545,6 +545,22 @@ mod tests {
     }
 
     #[test]
+    fn a_port_left_out_is_explained_in_the_message() {
+        let (a, b) = (label("a"), label("b"));
+        let x = mk_export_spec(1, vec![port("http", 80)]);
+        let y = mk_export_spec(2, vec![port("http", 81), port("web", 80)]);
+        let m = merge(&svc(), &[(&b, &y), (&a, &x)]).unwrap();
+        let c = m.export_conditions[&b].iter().find(|c| c.condition_type == "Conflict").unwrap();
+        assert_eq!(
+            c.message,
+            "the ports of b are not those of cluster a; \
+             port \"http\" of cluster b differs from cluster a's; \
+             port \"web\" of cluster b has the protocol and number of port \"http\""
+        );
+        assert_eq!(m.import.ports, vec![port("http", 80)]);
+    }
+
+    #[test]
     fn a_conflict_message_names_the_clusters_and_what_differs() {
         let (a, b) = (label("a"), label("b"));
         let x = mk_export_spec(1, vec![port("http", 80)]);
