@@ -837,9 +837,7 @@ async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refu
     let controller =
         mcs_tests::controller::ControllerProcess::start(&bin, &kubeconfig, None, &url, &[]).await;
     world.clusters[0].controllers.push(controller);
-    let mut config = mcs_client::ClientConfig::new(url.clone());
-    config.allow_insecure_http = true;
-    let client = mcs_client::Client::new(config).unwrap();
+    let client = world.registry_client();
     eventually(WITHIN, "hub-1 registered", async || {
         client
             .clusters()

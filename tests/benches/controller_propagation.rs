@@ -88,9 +88,7 @@ async fn main() {
 
     // The registry alone: an export written through the API by a cluster of
     // the benchmark's own, until a watcher of the imports sees it.
-    let mut config = mcs_client::ClientConfig::new(world.registry_url());
-    config.allow_insecure_http = true;
-    let client = mcs_client::Client::new(config).unwrap();
+    let client = world.registry_client();
     let cluster = Label::new("bench").unwrap();
     let incarnation = Incarnation::new("bench-1").unwrap();
     let _lease = client

@@ -353,6 +353,15 @@ async fn apply_status(
     Ok(true)
 }
 
+/// An error for a log line: a Kubernetes API refusal as its message and
+/// code (kube's own text repeats the whole status), anything else whole.
+pub(crate) fn brief(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        _ => format!("{error:#}"),
+    }
+}
+
 /// The failures of one sync. Each object is applied whatever became of
 /// the others (a ServiceImport the API server refuses must not freeze the
 /// slices); the sync then fails with all of them, and is retried.
@@ -370,13 +379,7 @@ impl Failures {
             Ok(value) => return Some(value),
             Err(error) => error.into(),
         };
-        self.0.push(match error.downcast_ref::<kube::Error>() {
-            // kube's own text repeats the whole status.
-            Some(kube::Error::Api(status)) => {
-                format!("{what}: {} ({})", status.message, status.code)
-            }
-            _ => format!("{what}: {error:#}"),
-        });
+        self.0.push(format!("{what}: {}", brief(&error)));
         None
     }
 

@@ -30,7 +30,7 @@ use crate::metrics::{
     IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE, IMPORT_REMOVAL_HOLD,
     IMPORT_REMOVALS_HELD, IMPORT_SLICES, IMPORT_SYNC_SECONDS, IMPORTS, RECONCILES,
 };
-use apply::{Key, Outcome, Stores, Touched};
+use apply::{Key, Outcome, Stores, Touched, brief};
 use hold::{HoldPolicy, Judged, RemovalHold};
 use mcs_api::ImportList;
 use plan::RegistryState;
@@ -535,15 +535,6 @@ fn registry_state(
         RegistryState::Incomplete
     } else {
         RegistryState::Available
-    }
-}
-
-/// An error for a log line: a Kubernetes API refusal as its message and
-/// code (kube's own text repeats the whole status), anything else whole.
-fn brief(error: &anyhow::Error) -> String {
-    match error.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
-        _ => format!("{error:#}"),
     }
 }
 
