@@ -1208,6 +1208,13 @@ async fn a_namespace_goes_while_the_registry_is_down_and_its_export_is_withdrawn
     }
     world.stop_registry().await;
     let east = world.cluster("east");
+    // A change while the registry is away: its send is still waiting on the
+    // registry when the ServiceExport is deleted (a send once held the
+    // deletion for the client's whole 30 s of retries).
+    let slice =
+        endpoint_slice(DOOMED, "web", "web-own", &["10.1.0.9", "10.1.0.10"], &[("http", 8080)]);
+    apply(&Api::namespaced(east.kube.clone(), DOOMED), &slice).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     // The ServiceExport first (the finalizer is ours; the namespace waits
     // on it), then its namespace (kube-controller-manager's own pace).
     let doomed_exports = Api::<ServiceExport>::namespaced(east.kube.clone(), DOOMED);

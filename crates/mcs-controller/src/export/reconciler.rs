@@ -23,7 +23,7 @@
 //! Graceful stop withdraws nothing. See docs/design.md §13.
 //!
 //! A deleted ServiceExport's finalizer waits at most
-//! [`CLEANUP_WITHDRAWAL_BOUND`] for the withdrawal (a namespace being
+//! [`REGISTRY_CALL_BOUND`] for the withdrawal (a namespace being
 //! deleted waits on it): past that, or refused, the finalizer goes and the
 //! export is remembered for the sweep, which withdraws it on each resync
 //! until the registry takes it. A controller restarted meanwhile finds it
@@ -63,10 +63,12 @@ pub const FINALIZER: &str = "multicluster.x-k8s.io/mcs-registry-controller";
 /// Longest delay between retries of a failing reconcile.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// How long a deleted ServiceExport's finalizer, and each withdrawal of the
-/// sweep, waits for the registry (whose client retries an outage for
-/// longer).
-pub const CLEANUP_WITHDRAWAL_BOUND: Duration = Duration::from_secs(5);
+/// How long a reconcile (a send, a deleted ServiceExport's finalizer) and
+/// each withdrawal of the sweep wait for the registry, whose client retries
+/// an outage for longer. An object's reconciles run one at a time, so a send
+/// waiting on an absent registry would hold its deletion, and its namespace,
+/// as long as it waited.
+pub const REGISTRY_CALL_BOUND: Duration = Duration::from_secs(5);
 
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -127,58 +129,55 @@ impl Exporter {
         mut req: ExportRequest,
     ) -> Result<ExportAccepted, mcs_client::Error> {
         req.incarnation = Some(self.ctx.incarnation.clone());
-        let mut retried = false;
-        loop {
-            req.generation = Some(self.next_generation());
-            let result = self.ctx.registry.put_export(key, &req).await;
-            registry_call("put_export", &result);
-            match result {
-                Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
-                    stored_generation: Some(stored),
-                    ..
-                })) if !retried => {
-                    retried = true;
-                    self.state().observe_generation(stored);
+        bounded(async {
+            let mut retried = false;
+            loop {
+                req.generation = Some(self.next_generation());
+                let result = self.ctx.registry.put_export(key, &req).await;
+                registry_call("put_export", &result);
+                match result {
+                    Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
+                        stored_generation: Some(stored),
+                        ..
+                    })) if !retried => {
+                        retried = true;
+                        self.state().observe_generation(stored);
+                    }
+                    other => return other,
                 }
-                other => return other,
             }
-        }
-    }
-
-    /// [`Self::withdraw`], giving up after [`CLEANUP_WITHDRAWAL_BOUND`].
-    async fn withdraw_bounded(&self, key: &ExportKey) -> Result<(), String> {
-        match tokio::time::timeout(CLEANUP_WITHDRAWAL_BOUND, self.withdraw(key)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(_) => Err(format!("no answer within {} s", CLEANUP_WITHDRAWAL_BOUND.as_secs())),
-        }
+        })
+        .await
     }
 
     /// Withdraws the export; one the registry does not know is gone already.
     async fn withdraw(&self, key: &ExportKey) -> Result<(), mcs_client::Error> {
-        let mut retried = false;
-        loop {
-            let w = Withdrawal {
-                incarnation: Some(self.ctx.incarnation.clone()),
-                generation: Some(self.next_generation()),
-            };
-            let result = self.ctx.registry.withdraw_export(key, &w).await;
-            registry_call("withdraw_export", &result);
-            match result {
-                Ok(_) | Err(mcs_client::Error::NotFound { .. }) => {
-                    tracing::info!(export = %key, "export withdrawn");
-                    return Ok(());
+        bounded(async {
+            let mut retried = false;
+            loop {
+                let w = Withdrawal {
+                    incarnation: Some(self.ctx.incarnation.clone()),
+                    generation: Some(self.next_generation()),
+                };
+                let result = self.ctx.registry.withdraw_export(key, &w).await;
+                registry_call("withdraw_export", &result);
+                match result {
+                    Ok(_) | Err(mcs_client::Error::NotFound { .. }) => {
+                        tracing::info!(export = %key, "export withdrawn");
+                        return Ok(());
+                    }
+                    Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
+                        stored_generation: Some(stored),
+                        ..
+                    })) if !retried => {
+                        retried = true;
+                        self.state().observe_generation(stored);
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(mcs_client::Error::Conflict(mcs_client::Conflict::StaleGeneration {
-                    stored_generation: Some(stored),
-                    ..
-                })) if !retried => {
-                    retried = true;
-                    self.state().observe_generation(stored);
-                }
-                Err(e) => return Err(e),
             }
-        }
+        })
+        .await
     }
 
     async fn apply(&self, se: &ServiceExport) -> Result<Action, Error> {
@@ -261,7 +260,7 @@ impl Exporter {
         let id = id_of(se);
         if let Some(key) = self.key(&id)
             && self.state().registry_may_hold(&id)
-            && let Err(error) = self.withdraw_bounded(&key).await
+            && let Err(error) = self.withdraw(&key).await
         {
             // The finalizer must not hold the object (and its namespace)
             // while the registry is away: the sweep withdraws it later.
@@ -312,7 +311,7 @@ impl Exporter {
         let targets = sweep_targets(orphans, &mut self.withdraw_later(), exists);
         for id in targets {
             let Some(key) = self.key(&id) else { continue };
-            match self.withdraw_bounded(&key).await {
+            match self.withdraw(&key).await {
                 Ok(()) => {
                     self.withdraw_later().remove(&id);
                     tracing::info!(export = %key, "orphaned export withdrawn");
@@ -335,6 +334,17 @@ fn sweep_targets(
 ) -> BTreeSet<Id> {
     later.retain(|id| !exists(id));
     orphans.into_iter().chain(later.iter().cloned()).collect()
+}
+
+/// `call`, given up after [`REGISTRY_CALL_BOUND`] as a transport error
+/// (retried like one).
+async fn bounded<T>(
+    call: impl Future<Output = Result<T, mcs_client::Error>>,
+) -> Result<T, mcs_client::Error> {
+    tokio::time::timeout(REGISTRY_CALL_BOUND, call).await.unwrap_or_else(|_| {
+        let message = format!("no answer within {} s", REGISTRY_CALL_BOUND.as_secs());
+        Err(mcs_client::Error::Transport(message.into()))
+    })
 }
 
 fn id_of(se: &ServiceExport) -> Id {
