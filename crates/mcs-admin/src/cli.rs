@@ -42,7 +42,7 @@ pub struct GlobalArgs {
     pub store: StoreArgs,
 
     /// How long to retry reaching storage (refused connections, timeouts)
-    /// before giving up; 0 tries once.
+    /// before giving up; 0 retries for ever, as with mcs-registry.
     #[arg(long, env = "MCS_STORAGE_CONNECT_TIMEOUT_SECS", default_value_t = 10, global = true)]
     pub storage_connect_timeout_secs: u64,
 

@@ -22,7 +22,7 @@ pub struct Location {
     pub region: Option<String>,
     /// An endpoint override.
     pub endpoint: Option<String>,
-    /// How long to retry reaching storage before giving up.
+    /// How long to retry reaching storage before giving up; zero: for ever.
     pub connect_timeout: Duration,
 }
 
@@ -75,8 +75,9 @@ impl Location {
             match store.table_exists().await {
                 Ok(_) => return Ok(store),
                 Err(e) if e.is_unavailable() => {
-                    let left = self.connect_timeout.saturating_sub(started.elapsed());
-                    if left.is_zero() {
+                    let bound = mcs_store::args::connect_timeout(self.connect_timeout.as_secs());
+                    let left = bound.map(|b| b.saturating_sub(started.elapsed()));
+                    if left == Some(Duration::ZERO) {
                         return Err(e).with_context(|| {
                             format!(
                                 "storage did not answer within --storage-connect-timeout-secs {}",
@@ -84,12 +85,14 @@ impl Location {
                             )
                         });
                     }
-                    let delay = backoff.next_delay().min(left);
+                    let delay = backoff.next_delay().min(left.unwrap_or(Duration::MAX));
+                    let left = match left {
+                        Some(left) => format!("{}s left of", left.as_secs()),
+                        None => "for ever: 0".to_owned(),
+                    };
                     eprintln!(
-                        "mcs-admin: {e}; retrying in {:.1}s ({}s left of \
-                         --storage-connect-timeout-secs)",
+                        "mcs-admin: {e}; retrying in {:.1}s ({left} --storage-connect-timeout-secs)",
                         delay.as_secs_f64(),
-                        left.as_secs()
                     );
                     tokio::time::sleep(delay).await;
                 }

@@ -296,6 +296,70 @@ pub struct Args {
     /// [default: 120].
     #[arg(long, env = "MCS_POOL_DISCOVERY_RECOVERY_SECS", help_heading = DISCOVERY_HEADING)]
     pub pool_discovery_recovery_secs: Option<u64>,
+
+    /// The storage settings (`table`, `region`, `dynamodb_endpoint`,
+    /// `storage_connect_timeout_secs`) that came from the environment
+    /// rather than the command line ([`Args::from_command_line`]): with
+    /// `--storage memory` they are ignored (the environment may be shared
+    /// with mcs-admin), where typed flags are an error.
+    #[arg(skip)]
+    pub from_environment: Vec<String>,
+}
+
+/// The storage settings that apply only to `--storage dynamodb`: their
+/// clap ids, flags and environment variables.
+const DYNAMODB_ONLY: [(&str, &str, &str); 4] = [
+    ("table", "--table", "MCS_TABLE"),
+    ("region", "--region", "MCS_REGION"),
+    ("dynamodb_endpoint", "--dynamodb-endpoint", "MCS_DYNAMODB_ENDPOINT"),
+    (
+        "storage_connect_timeout_secs",
+        "--storage-connect-timeout-secs",
+        "MCS_STORAGE_CONNECT_TIMEOUT_SECS",
+    ),
+];
+
+impl Args {
+    /// The process's flags and environment, as [`Parser::parse`] reads
+    /// them (exiting 2 on an error), noting which storage settings came
+    /// from the environment.
+    pub fn from_command_line() -> Self {
+        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+        let matches = Self::command().get_matches();
+        let mut args = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        args.from_environment = DYNAMODB_ONLY
+            .iter()
+            .filter(|(id, ..)| matches.value_source(id) == Some(ValueSource::EnvVariable))
+            .map(|(id, ..)| (*id).to_owned())
+            .collect();
+        args
+    }
+
+    /// The DynamoDB-only settings given with `--storage memory`: `Err`
+    /// names the first typed on the command line; `Ok` lists those from
+    /// the environment, ignored.
+    fn memory_storage_extras(&self) -> Result<Vec<String>, String> {
+        let given = |id: &str| match id {
+            "table" => self.store.table.is_some(),
+            "region" => self.store.region.is_some(),
+            "dynamodb_endpoint" => self.store.dynamodb_endpoint.is_some(),
+            _ => self.storage_connect_timeout_secs != 0,
+        };
+        let mut ignored = Vec::new();
+        for (id, flag, env) in DYNAMODB_ONLY {
+            if !given(id) {
+                continue;
+            }
+            if !self.from_environment.iter().any(|e| e == id) {
+                return Err(format!("{flag} needs --storage dynamodb"));
+            }
+            ignored.push(format!(
+                "{env} is set in the environment but applies only to --storage dynamodb: \
+                 ignored with --storage memory"
+            ));
+        }
+        Ok(ignored)
+    }
 }
 
 /// Settings derived from [`Args`], checked for consistency.
@@ -347,6 +411,9 @@ pub struct Settings {
     pub writer_id: String,
     /// How long to wait for storage at startup; `None`: for ever.
     pub storage_connect_timeout: Option<Duration>,
+    /// Settings from the environment that do not apply here, each with
+    /// why (logged at startup).
+    pub ignored: Vec<String>,
     /// TLS files (issue 9); `None`: plaintext.
     pub tls: Option<crate::tls::TlsSettings>,
     /// The SPIFFE trust domain of `--authz spiffe`; `None`: no authorization.
@@ -429,27 +496,15 @@ impl Settings {
     pub fn from_args(args: &Args) -> Result<Self, String> {
         let lease = LeasePolicy::new(args.lease_duration_secs, args.heartbeat_interval_secs)
             .map_err(|e| format!("--lease-duration-secs/--heartbeat-interval-secs: {e}"))?;
-        match args.storage {
-            StorageKind::Memory => {
-                for (flag, value) in [
-                    ("--table", &args.store.table),
-                    ("--region", &args.store.region),
-                    ("--dynamodb-endpoint", &args.store.dynamodb_endpoint),
-                ] {
-                    if value.is_some() {
-                        return Err(format!("{flag} needs --storage dynamodb"));
-                    }
-                }
-                if args.storage_connect_timeout_secs != 0 {
-                    return Err("--storage-connect-timeout-secs needs --storage dynamodb".into());
-                }
-            }
+        let ignored = match args.storage {
+            StorageKind::Memory => args.memory_storage_extras()?,
             StorageKind::Dynamodb => {
                 if args.store.table.as_deref().is_none_or(str::is_empty) {
                     return Err("--storage dynamodb needs --table".into());
                 }
+                Vec::new()
             }
-        }
+        };
         if args.refresh_interval_ms == 0 {
             return Err("--refresh-interval-ms must be above zero".into());
         }
@@ -550,9 +605,10 @@ impl Settings {
             max_watches: args.max_watches,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             writer_id,
-            storage_connect_timeout: Some(args.storage_connect_timeout_secs)
-                .filter(|secs| *secs > 0)
-                .map(Duration::from_secs),
+            storage_connect_timeout: mcs_store::args::connect_timeout(
+                args.storage_connect_timeout_secs,
+            ),
+            ignored,
             tls,
             spiffe_trust_domain,
             discovery,
@@ -599,6 +655,36 @@ mod tests {
         assert!(tls.admin_tls);
         assert_eq!(tls.handshake_timeout, Duration::from_secs(10));
         assert_eq!(s.spiffe_trust_domain.as_deref(), Some("example.org"));
+    }
+
+    #[test]
+    fn dynamodb_settings_from_the_environment_are_ignored_with_memory_storage() {
+        let mut args = Args::try_parse_from([
+            "mcs-registry",
+            "--table",
+            "t",
+            "--region",
+            "r",
+            "--storage-connect-timeout-secs",
+            "5",
+        ])
+        .unwrap();
+        // Typed on the command line: the first is named.
+        assert_eq!(
+            Settings::from_args(&args).err().as_deref(),
+            Some("--table needs --storage dynamodb")
+        );
+        args.from_environment = vec!["table".into(), "region".into()];
+        let err = Settings::from_args(&args).err().unwrap();
+        assert_eq!(err, "--storage-connect-timeout-secs needs --storage dynamodb");
+        args.from_environment.push("storage_connect_timeout_secs".into());
+        let settings = Settings::from_args(&args).unwrap();
+        let named: Vec<&str> =
+            settings.ignored.iter().filter_map(|n| n.split_whitespace().next()).collect();
+        assert_eq!(named, ["MCS_TABLE", "MCS_REGION", "MCS_STORAGE_CONNECT_TIMEOUT_SECS"]);
+        // With DynamoDB they apply, and nothing is ignored.
+        args.storage = StorageKind::Dynamodb;
+        assert!(Settings::from_args(&args).unwrap().ignored.is_empty());
     }
 
     #[test]

@@ -3,13 +3,12 @@
 //! failure). Errors are one line on stderr: `mcs-registry: <message>`, or
 //! under `--log-format json` one JSON log line at level ERROR.
 
-use clap::Parser;
 use mcs_registry::config::{Args, LogFormat, Settings};
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = Args::from_command_line();
     if let Err(error) = mcs_registry::server::init_tracing(&args) {
         return fail(args.log_format, &format!("{error:#}"), 2);
     }

@@ -128,6 +128,9 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         authz = settings.spiffe_trust_domain.is_some(),
         "mcs-registry listening"
     );
+    for note in &settings.ignored {
+        tracing::warn!("{note}");
+    }
     let stop = registry.state.shutdown.clone();
     let (api_tls, admin_tls) = match (reloader, &settings.tls) {
         (Some(reloader), Some(tls)) => {

@@ -137,6 +137,33 @@ async fn inconsistent_flags_exit_with_code_2() {
     }
 }
 
+/// Issue 23, item 2: the environment operations.md has an operator export
+/// for mcs-admin made the registry on memory storage exit 2 naming flags
+/// never typed. From the environment they are ignored, each named in a
+/// warning; typed, they are still an error (above).
+#[tokio::test]
+async fn dynamodb_settings_from_the_environment_do_not_stop_memory_storage() {
+    let registry = mcs_testkit::process::Launch::new(REGISTRY)
+        .env("MCS_TABLE", "mcs-registry")
+        .env("MCS_REGION", "us-east-1")
+        .env("MCS_DYNAMODB_ENDPOINT", "http://localhost:8000")
+        .env("MCS_STORAGE_CONNECT_TIMEOUT_SECS", "30")
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let reply = reqwest::get(format!("{}/v1/pools", registry.api_url())).await.unwrap();
+    assert_eq!(reply.status(), 200);
+    let warnings = registry.warnings().join("\n");
+    for env in
+        ["MCS_TABLE", "MCS_REGION", "MCS_DYNAMODB_ENDPOINT", "MCS_STORAGE_CONNECT_TIMEOUT_SECS"]
+    {
+        assert!(
+            warnings.contains(&format!("{env} is set in the environment")),
+            "{env}: {warnings}"
+        );
+    }
+}
+
 fn registry_output(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_mcs-registry"))
         .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])

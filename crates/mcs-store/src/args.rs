@@ -7,12 +7,20 @@
 //! binary checks them its own way (the registry refuses the table flags
 //! with `--storage memory`; mcs-admin requires `--table`).
 //!
-//! `--storage-connect-timeout-secs` is not here: its default and its 0
-//! differ between the binaries (the registry waits for ever, mcs-admin
-//! tries once).
+//! `--storage-connect-timeout-secs` is not here, as its default differs
+//! between the binaries (the registry waits for ever, mcs-admin 10 s); its
+//! value means the same in both: [`connect_timeout`].
 
 use clap::Args;
 use mcs_core::lease::DEFAULT_RETENTION_SECS;
+use std::time::Duration;
+
+/// `--storage-connect-timeout-secs` as every binary reads it: how long to
+/// retry storage that does not answer before giving up; 0 (`None`) waits
+/// for ever.
+pub fn connect_timeout(secs: u64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
 
 /// The table and how its records are judged. Global: with mcs-admin they
 /// go before or after the subcommand.
@@ -83,6 +91,12 @@ mod tests {
             assert_eq!(defaults, default.into_iter().collect::<Vec<_>>(), "--{long}");
         }
         assert_eq!(DEFAULT_RETENTION_SECS, 172_800, "two days");
+    }
+
+    #[test]
+    fn a_connect_timeout_of_zero_waits_for_ever() {
+        assert_eq!(connect_timeout(0), None);
+        assert_eq!(connect_timeout(3), Some(Duration::from_secs(3)));
     }
 
     #[test]
