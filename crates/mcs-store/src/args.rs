@@ -22,6 +22,20 @@ pub fn connect_timeout(secs: u64) -> Option<Duration> {
     (secs > 0).then(|| Duration::from_secs(secs))
 }
 
+/// An endpoint URL as the AWS SDK takes it: `http://` or `https://`, a
+/// host, nothing after the path. Checked where it is parsed, so a missing
+/// scheme exits 2 naming the flag instead of failing after retries.
+pub fn endpoint_url(text: &str) -> Result<String, String> {
+    let expected = "expected an http:// or https:// URL with a host, e.g. http://localhost:8000";
+    let uri: http::Uri = text.parse().map_err(|e| format!("{e}: {expected}"))?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let host_ok = uri.host().is_some_and(|h| !h.is_empty());
+    if !scheme_ok || !host_ok || uri.query().is_some() {
+        return Err(expected.to_owned());
+    }
+    Ok(text.to_owned())
+}
+
 /// The table and how its records are judged. Global: with mcs-admin they
 /// go before or after the subcommand.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
@@ -35,8 +49,9 @@ pub struct StoreArgs {
     #[arg(long, env = "MCS_REGION", global = true)]
     pub region: Option<String>,
 
-    /// DynamoDB endpoint override, e.g. DynamoDB Local or moto_server.
-    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT", global = true)]
+    /// DynamoDB endpoint override, an http:// or https:// URL, e.g.
+    /// DynamoDB Local or moto_server.
+    #[arg(long, env = "MCS_DYNAMODB_ENDPOINT", global = true, value_parser = endpoint_url)]
     pub dynamodb_endpoint: Option<String>,
 
     /// How long past its expiry a lease is still served, for clock skew
@@ -91,6 +106,25 @@ mod tests {
             assert_eq!(defaults, default.into_iter().collect::<Vec<_>>(), "--{long}");
         }
         assert_eq!(DEFAULT_RETENTION_SECS, 172_800, "two days");
+    }
+
+    #[test]
+    fn an_endpoint_is_a_url_with_a_scheme_and_a_host() {
+        for good in [
+            "http://localhost:8000",
+            "https://dynamodb.us-east-1.amazonaws.com",
+            "http://[::1]:8000/",
+        ] {
+            assert_eq!(endpoint_url(good).as_deref(), Ok(good));
+        }
+        for bad in ["localhost:8000", "ftp://host", "http://", "http://h:1/?x=1", "", "http//h"] {
+            let err = endpoint_url(bad).unwrap_err();
+            assert!(err.contains("expected an http:// or https:// URL"), "{bad}: {err}");
+        }
+        let err =
+            Flags::try_parse_from(["x", "--dynamodb-endpoint", "localhost:8000"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--dynamodb-endpoint"), "{err}");
     }
 
     #[test]
