@@ -199,15 +199,7 @@ async fn the_deployment_guide_runs() {
     let root = mcs_tests::workspace_root();
     let bins = mcs_tests::controller_binaries!();
     let admin = mcs_tests::binaries!().admin;
-    let tools = String::from_utf8(
-        std::process::Command::new(mcs_testkit::k8s::script())
-            .arg("bin")
-            .output()
-            .expect("k8s-env bin")
-            .stdout,
-    )
-    .expect("utf-8");
-    let tools = tools.trim().to_owned();
+    let tools = mcs_testkit::k8s::tools_dir().display().to_string();
 
     let work = tempdir("mcs-guide");
     let home = work.join("home");

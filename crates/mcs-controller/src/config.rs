@@ -116,7 +116,7 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
-    #[arg(long, env = "MCS_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "MCS_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
     pub metrics_listen: SocketAddr,
     /// Namespace of the leader-election Lease; else the pod's own
     /// (`POD_NAMESPACE` or the service account's), else `default`.

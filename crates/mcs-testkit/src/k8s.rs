@@ -31,6 +31,17 @@ pub fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/k8s-env")
 }
 
+/// The directory of the built tools (kube-apiserver, etcd, kubectl,
+/// helm), as `scripts/k8s-env bin` prints it (building them if needed).
+pub fn tools_dir() -> PathBuf {
+    let output = std::process::Command::new(script())
+        .arg("bin")
+        .output()
+        .unwrap_or_else(|e| panic!("{} bin: {e}", script().display()));
+    assert!(output.status.success(), "k8s-env bin: {}", String::from_utf8_lossy(&output.stderr));
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
 /// One running cluster, taken down when dropped.
 #[derive(Debug)]
 pub struct K8sEnv {

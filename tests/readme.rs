@@ -1,0 +1,152 @@
+//! The README's commands, run as a new user types them (issue 23, item 1):
+//! the registry's run command and the controller's two commands, side by
+//! side on one host, each on its default ports, against a real API server.
+//!
+//! ```text
+//!  README.md ─▶ the ``` block under "The two commands" (the registry)
+//!            └▶ the ``` block under "In a cluster: mcs-controller"
+//!  bash, PATH: a `cargo` shim (`cargo run [--release] -p NAME [-- ARGS]`
+//!  execs the binary `cargo test` built), kubectl; KUBECONFIG: one cluster
+//! ```
+//!
+//! The defaults are the point, so the ports are the fixed ones the README
+//! names (8080, 9090, and the controller's 9091): the test fails, naming
+//! the port, when something else holds one.
+
+use mcs_testkit::k8s::K8sEnv;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+/// The defaults the README relies on: registry API, registry admin,
+/// controller metrics.
+const PORTS: [u16; 3] = [8080, 9090, 9091];
+
+/// The first ``` block after the line `heading` of `readme`, its
+/// backslash-continued lines joined: one command per entry.
+fn commands_under(readme: &str, heading: &str) -> Vec<String> {
+    let after = readme
+        .split_once(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("README.md has no heading {heading:?}"))
+        .1;
+    let block = after
+        .split_once("```\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .unwrap_or_else(|| panic!("no ``` block under {heading:?}"))
+        .0;
+    block
+        .replace("\\\n", " ")
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// A `cargo` that runs what `cargo test` built instead of building again.
+fn cargo_shim(dir: &Path) {
+    let bins = mcs_tests::controller_binaries!();
+    let admin = mcs_tests::binaries!().admin;
+    let script = format!(
+        "#!/bin/bash\n\
+         # cargo run [--release] -p NAME [-- ARGS]: the binary cargo test built\n\
+         [ \"$1\" = run ] || {{ echo \"cargo shim: only cargo run: $*\" >&2; exit 97; }}\n\
+         shift; [ \"$1\" = --release ] && shift\n\
+         [ \"$1\" = -p ] || {{ echo \"cargo shim: -p NAME expected: $*\" >&2; exit 97; }}\n\
+         name=$2; shift 2; [ \"$1\" = -- ] && shift\n\
+         case $name in\n\
+           mcs-registry) exec {} \"$@\";;\n\
+           mcs-controller) exec {} \"$@\";;\n\
+           mcs-admin) exec {} \"$@\";;\n\
+           *) echo \"cargo shim: unknown package $name\" >&2; exit 97;;\n\
+         esac\n",
+        bins.registry.display(),
+        bins.controller.display(),
+        admin.display(),
+    );
+    let path = dir.join("cargo");
+    std::fs::write(&path, script).expect("the cargo shim");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn bash(command: &str, path: &str, kubeconfig: &Path) -> Command {
+    let mut bash = Command::new("bash");
+    bash.args(["-c", &format!("exec {command}")])
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("MCS_CLUSTER_ID")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    bash
+}
+
+async fn answers(url: &str) -> bool {
+    reqwest::get(url).await.is_ok_and(|r| r.status().is_success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_commands_run_side_by_side() {
+    let readme =
+        std::fs::read_to_string(mcs_tests::workspace_root().join("README.md")).expect("README.md");
+    let registry = commands_under(&readme, "## The two commands");
+    assert_eq!(registry, ["cargo run --release -p mcs-registry"], "the registry's run command");
+    let controller = commands_under(&readme, "## In a cluster: mcs-controller");
+    assert_eq!(controller.len(), 2, "crds, then the controller: {controller:?}");
+
+    let Some(east) = K8sEnv::start("readme").await else { return };
+    for port in PORTS {
+        assert!(
+            std::net::TcpListener::bind(("0.0.0.0", port)).is_ok(),
+            "port {port}, a default of the README's commands, is taken on this machine"
+        );
+    }
+    let shims = std::env::temp_dir().join(format!("mcs-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&shims).expect("shim dir");
+    cargo_shim(&shims);
+    let tools = mcs_testkit::k8s::tools_dir();
+    let path = format!(
+        "{}:{}:{}",
+        shims.display(),
+        tools.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let mut registry: Child = bash(&registry[0], &path, east.kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the registry");
+    let crds = bash(&controller[0], &path, east.kubeconfig()).output().await.expect("crds");
+    assert!(crds.status.success(), "{}: {}", controller[0], String::from_utf8_lossy(&crds.stderr));
+    let log = shims.join("controller.log");
+    let mut controller: Child = bash(&controller[1], &path, east.kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("the controller");
+
+    let clusters = "http://127.0.0.1:8080/v1/clusters";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = answers("http://127.0.0.1:9090/healthz").await
+            && answers("http://127.0.0.1:9091/healthz").await
+            && match reqwest::get(clusters).await {
+                Ok(reply) => reply.text().await.is_ok_and(|t| t.contains("\"east\"")),
+                Err(_) => false,
+            };
+        let exited = [("registry", &mut registry), ("controller", &mut controller)]
+            .into_iter()
+            .find_map(|(name, child)| child.try_wait().expect("status").map(|s| (name, s)));
+        if up && exited.is_none() {
+            break;
+        }
+        assert!(
+            exited.is_none() && tokio::time::Instant::now() < deadline,
+            "not within 30 s: both answering on their default ports, east registered \
+             (exited: {exited:?}); the controller's log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = std::fs::remove_dir_all(&shims);
+}
