@@ -331,6 +331,9 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
         for base in mcs_testkit::metrics::exported_names(&text) {
             assert!(documented.contains(&base), "{base} is not in docs/configuration.md");
         }
+        let problems =
+            mcs_testkit::metrics::type_mismatches(&text, &doc, "## mcs-controller metrics");
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 }
 

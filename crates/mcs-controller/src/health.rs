@@ -55,7 +55,13 @@ pub async fn serve(
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
     let app = Router::new()
-        .route("/metrics", get(move || std::future::ready(handle.render())))
+        .route(
+            "/metrics",
+            get(move || {
+                crate::metrics::collect_process();
+                std::future::ready(handle.render())
+            }),
+        )
         .route("/healthz", get(|| std::future::ready("ok")))
         .route(
             "/readyz",

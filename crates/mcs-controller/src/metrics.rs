@@ -98,6 +98,19 @@ pub fn describe() {
     describe_gauge!(IMPORT_REMOVAL_HOLD, "1 while the importer holds removals back.");
 }
 
+/// The process series (`process_cpu_seconds_total`, a counter of whole
+/// seconds, `process_resident_memory_bytes`, ...), read at each scrape
+/// ([`collect_process`]).
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process series; call before each render.
+pub fn collect_process() {
+    process().collect();
+}
+
 /// Installs the Prometheus recorder (once) and returns its handle.
 pub fn install() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -110,6 +123,7 @@ pub fn install() -> PrometheusHandle {
             let handle = recorder.handle();
             let _ = metrics::set_global_recorder(recorder);
             describe();
+            process().describe();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             metrics::gauge!(LEADER).set(0.0);
             handle

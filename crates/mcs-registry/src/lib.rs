@@ -21,7 +21,6 @@ pub mod discovery;
 pub mod http;
 pub mod live;
 pub mod metrics;
-pub mod process;
 pub mod reader;
 pub mod registrar;
 pub mod server;

@@ -91,6 +91,19 @@ pub const CONNECTION_TIMEOUT_REASONS: [&str; 4] = ["preface", "idle", "keepalive
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
+/// The process series (`process_cpu_seconds_total`, a counter of whole
+/// seconds, `process_resident_memory_bytes`, `process_open_fds`, ...),
+/// read at each scrape ([`collect_process`]).
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process series; call before each render.
+pub fn collect_process() {
+    process().collect();
+}
+
 /// Installs the process-wide Prometheus recorder (once) and describes every
 /// metric. Later calls return the same handle.
 pub fn install() -> PrometheusHandle {
@@ -109,7 +122,7 @@ pub fn install() -> PrometheusHandle {
             mcs_store::metrics::describe();
             register_zero();
             mcs_store::metrics::register_zero();
-            crate::process::describe();
+            process().describe();
             metrics::gauge!(
                 BUILD_INFO,
                 "version" => env!("CARGO_PKG_VERSION"),

@@ -100,6 +100,11 @@ async fn every_exported_series_is_documented_and_every_documented_one_exported()
     assert!(missing.is_empty(), "documented but not exported: {missing:?}\n{text}");
     let undocumented: Vec<_> = exported.difference(&documented).collect();
     assert!(undocumented.is_empty(), "exported but not documented: {undocumented:?}");
+    // Issue 23, item 7: process_cpu_seconds_total was a gauge. Every type
+    // as the page says and as the Prometheus conventions name it.
+    let problems =
+        mcs_testkit::metrics::type_mismatches(&text, &read("docs/configuration.md"), "## Metrics");
+    assert!(problems.is_empty(), "{problems:#?}");
 
     // The series the issue asked for, with the values startup gives them.
     for line in [

@@ -101,6 +101,72 @@ pub fn exported_names(text: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// Each metric's type from the `# TYPE name type` lines of a Prometheus
+/// text exposition.
+pub fn exported_types(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, kind)| (name.to_owned(), kind.trim().to_owned()))
+        .collect()
+}
+
+/// What in `types` breaks the Prometheus naming conventions, one line
+/// each: a counter whose name does not end in `_total`, anything else
+/// whose name does, a histogram or gauge named for a histogram's parts.
+pub fn convention_breaches(types: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let mut breaches = Vec::new();
+    for (name, kind) in types {
+        let total = name.ends_with("_total");
+        match kind.as_str() {
+            "counter" if !total => breaches.push(format!("counter {name} does not end in _total")),
+            "counter" => {}
+            other if total => {
+                breaches.push(format!("{other} {name} ends in _total: a counter's suffix"))
+            }
+            _ if base_name(name) != name => {
+                breaches.push(format!("{kind} {name} ends as a histogram's part"))
+            }
+            _ => {}
+        }
+    }
+    breaches
+}
+
+/// Each metric's documented type: the second cell of each table row of
+/// the section `heading` (as [`documented_names`] reads the first).
+pub fn documented_types(doc: &str, heading: &str) -> std::collections::BTreeMap<String, String> {
+    let start = doc.find(heading).unwrap_or_else(|| panic!("no {heading:?} section"));
+    let section = &doc[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    section
+        .lines()
+        .filter_map(|l| {
+            let mut cells = l.strip_prefix("| `")?.split('|');
+            let name = cells.next()?.split('`').next()?;
+            let kind = cells.next()?.split_whitespace().next()?;
+            Some((name.to_owned(), kind.to_owned()))
+        })
+        .collect()
+}
+
+/// The exported types that differ from the documented ones, and the
+/// convention breaches: empty when `/metrics` and the page agree.
+pub fn type_mismatches(text: &str, doc: &str, heading: &str) -> Vec<String> {
+    let exported = exported_types(text);
+    let documented = documented_types(doc, heading);
+    let mut problems = convention_breaches(&exported);
+    for (name, kind) in &exported {
+        match documented.get(name) {
+            Some(doc_kind) if doc_kind != kind => {
+                problems.push(format!("{name} is a {kind}, documented as a {doc_kind}"))
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
 /// A series' metric name without the suffixes a histogram's parts add.
 pub fn base_name(name: &str) -> &str {
     ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name)
@@ -111,12 +177,30 @@ pub fn base_name(name: &str) -> &str {
 /// heading (docs/configuration.md's "## Metrics" and "## mcs-controller
 /// metrics").
 pub fn documented_names(doc: &str, heading: &str) -> std::collections::BTreeSet<String> {
-    let start = doc.find(heading).unwrap_or_else(|| panic!("no {heading:?} section"));
-    let section = &doc[start..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    section
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
-        .map(str::to_owned)
-        .collect()
+    documented_types(doc, heading).into_keys().collect()
+}
+
+#[cfg(test)]
+mod convention_tests {
+    use super::*;
+
+    #[test]
+    fn breaches_and_mismatches_are_named() {
+        let text = "# TYPE a_total gauge\na_total 1\n# TYPE b counter\nb 1\n\
+                    # TYPE c_total counter\nc_total 1\n# TYPE d_seconds histogram\n\
+                    # TYPE e_count gauge\n# TYPE f gauge\n";
+        let doc =
+            "## M\n| `c_total` | counter | |\n| `d_seconds` | gauge (x) | |\n| `f` | gauge | |\n";
+        let problems = type_mismatches(text, doc, "## M");
+        assert_eq!(
+            problems,
+            [
+                "gauge a_total ends in _total: a counter's suffix",
+                "counter b does not end in _total",
+                "gauge e_count ends as a histogram's part",
+                "d_seconds is a histogram, documented as a gauge",
+            ]
+        );
+        assert_eq!(documented_names(doc, "## M").len(), 3);
+    }
 }

@@ -125,7 +125,7 @@ pub fn admin_router(state: Arc<AppState>, metrics: PrometheusHandle) -> Router {
             get(move || {
                 let metrics = metrics.clone();
                 async move {
-                    crate::process::sample();
+                    crate::metrics::collect_process();
                     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], metrics.render())
                 }
             }),
