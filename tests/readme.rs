@@ -111,9 +111,10 @@ async fn the_readme_commands_run_side_by_side() {
         std::env::var("PATH").unwrap_or_default()
     );
 
+    let registry_log = shims.join("registry.log");
     let mut registry: Child = bash(&registry[0], &path, east.kubeconfig())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&registry_log).expect("log file"))
         .spawn()
         .expect("the registry");
     let crds = bash(&controller[0], &path, east.kubeconfig()).output().await.expect("crds");
@@ -147,6 +148,12 @@ async fn the_readme_commands_run_side_by_side() {
             std::fs::read_to_string(&log).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Issue 23, item 5: no colour codes in a log that is not a terminal.
+    for log in [&log, &registry_log] {
+        let text = std::fs::read_to_string(log).expect("log");
+        assert!(text.lines().count() >= 1, "{} is empty", log.display());
+        assert!(!text.contains('\x1b'), "ANSI escapes in {}:\n{text}", log.display());
     }
     let _ = std::fs::remove_dir_all(&shims);
 }

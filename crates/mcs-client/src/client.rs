@@ -338,6 +338,15 @@ impl Client {
         body: Option<Vec<u8>>,
         timeout: Duration,
     ) -> Result<(StatusCode, HeaderMap, Bytes), Error> {
+        // Named in every transport error: which call, to which URL.
+        let target = format!(
+            "{} {}",
+            request.method_ref().map_or("?", Method::as_str),
+            request.uri_ref().map(ToString::to_string).unwrap_or_default()
+        );
+        let at = |source: Box<dyn std::error::Error + Send + Sync>| {
+            Error::Transport(Box::new(crate::error::AtUrl { target: target.clone(), source }))
+        };
         let request = match &body {
             Some(_) => request.header(header::CONTENT_TYPE, "application/json"),
             None => request,
@@ -347,16 +356,18 @@ impl Client {
             .map_err(|e| Error::Config(format!("request: {e}")))?;
         let http = self.inner.transport.http();
         let exchange = async {
-            let response = http.request(request).await.map_err(|e| Error::Transport(e.into()))?;
+            let response = http.request(request).await.map_err(|e| at(e.into()))?;
             let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| Error::Transport(e.into()))?.to_bytes();
+            let body = body.collect().await.map_err(|e| at(e.into()))?.to_bytes();
             Ok((parts.status, parts.headers, body))
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(reply) => reply,
-            Err(_) => Err(Error::Transport(
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply in time").into(),
-            )),
+            Err(_) => Err(at(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no reply within {} ms", timeout.as_millis()),
+            )
+            .into())),
         }
     }
 

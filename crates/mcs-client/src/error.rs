@@ -75,6 +75,17 @@ pub enum Error {
 
 /// `error` and its causes, `: `-separated (a cause whose message its
 /// parent already shows once is not repeated), then the TLS hint if any.
+/// A transport failure of one request: its method and URL, then its cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{target}")]
+pub(crate) struct AtUrl {
+    /// `METHOD URL`.
+    pub(crate) target: String,
+    /// What failed.
+    #[source]
+    pub(crate) source: Box<dyn std::error::Error + Send + Sync>,
+}
+
 fn transport_message(error: &(dyn std::error::Error + 'static)) -> String {
     let mut message = error.to_string();
     let mut tls = None;

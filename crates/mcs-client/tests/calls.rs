@@ -138,6 +138,14 @@ async fn transport_errors_are_retried_until_the_deadline() {
     let started = Instant::now();
     let error = c.pools().await.unwrap_err();
     assert!(matches!(error, Error::Transport(_)), "{error:?}");
+    // Issue 23, item 5: it read "transport: client error (Connect)". The
+    // call and its URL, then every cause.
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("transport: GET http://127.0.0.1:{port}/v1/pools: ")),
+        "{message}"
+    );
+    assert!(message.contains("Connection refused"), "{message}");
     assert!(
         started.elapsed() >= Duration::from_millis(200),
         "gave up at once: {:?}",
