@@ -397,6 +397,44 @@ async fn conflicts_are_raised_as_the_mcs_api_defines_them_and_the_import_stays_v
             svc.spec.unwrap().ports.unwrap().into_iter().map(|p| (p.port, p.protocol)).collect();
         assert_eq!(ports, vec![(80, Some("TCP".to_owned()))], "{}", c.name);
     }
+    // Issue 23, item 10: `kubectl get` shows what matters (the API server's
+    // own Table rendering, as kubectl asks for it); before: NAME and AGE.
+    let import = table(east, "serviceimports", "conf").await;
+    let ip = imports(east).get("conf").await.unwrap().spec.ips[0].clone();
+    assert_eq!(import.get("Type").map(String::as_str), Some("ClusterSetIP"), "{import:?}");
+    assert_eq!(import.get("IPs"), Some(&ip), "{import:?}");
+    assert_eq!(import.get("Ports").map(String::as_str), Some("80"), "{import:?}");
+    assert!(import.get("Clusters").is_some_and(|c| c.contains("east")), "{import:?}");
+    let export = table(west, "serviceexports", "conf").await;
+    assert_eq!(export.get("Valid").map(String::as_str), Some("True"), "{export:?}");
+    assert_eq!(export.get("Conflict").map(String::as_str), Some("True"), "{export:?}");
+    assert!(export.contains_key("Age"), "{export:?}");
+}
+
+/// The columns and cells of one object of `plural` in namespace [`NS`], as
+/// the API server prints it for `kubectl get -o wide`.
+async fn table(c: &Cluster, plural: &str, name: &str) -> BTreeMap<String, String> {
+    let path = format!(
+        "/apis/multicluster.x-k8s.io/v1beta1/namespaces/{NS}/{plural}?includeObject=None&fieldSelector=metadata.name%3D{name}"
+    );
+    let request = http::Request::get(path)
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: serde_json::Value = c.kube.request(request).await.unwrap();
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    columns
+        .iter()
+        .zip(cells)
+        .map(|(col, cell)| {
+            let text = match cell {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (col["name"].as_str().unwrap().to_owned(), text)
+        })
+        .collect()
 }
 
 #[tokio::test]

@@ -29,7 +29,12 @@ pub const OLDER_VERSION: &str = "v1alpha1";
     plural = "serviceexports",
     shortname = "svcex",
     namespaced,
-    status = "ServiceExportStatus"
+    status = "ServiceExportStatus",
+    printcolumn = r#"{"name":"Valid","type":"string","jsonPath":".status.conditions[?(@.type==\"Valid\")].status"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Conflict","type":"string","jsonPath":".status.conditions[?(@.type==\"Conflict\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.status!=\"True\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceExportSpec {
@@ -59,7 +64,13 @@ pub struct ServiceExportStatus {
     plural = "serviceimports",
     shortname = "svcim",
     namespaced,
-    status = "ServiceImportStatus"
+    status = "ServiceImportStatus",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"IPs","type":"string","jsonPath":".spec.ips[*]"}"#,
+    printcolumn = r#"{"name":"Ports","type":"string","jsonPath":".spec.ports[*].port"}"#,
+    printcolumn = r#"{"name":"Clusters","type":"string","priority":1,"jsonPath":".status.clusters[*].cluster"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceImportSpec {
