@@ -9,6 +9,7 @@
 //! - [`supersedes`]: which of two records of a key a merged view keeps.
 //! - [`is_live`]: whether a record's lease is live at a time.
 //! - [`expires_at_ms`], [`expires_at_ms_on`]: when a record has no more use.
+//! - [`ttl_expires_at_ms`]: what the stored `ttl` says (never for exports).
 //! - [`withdrawn_lease_end`]: the lease end a tombstone carries, so that a
 //!   late withdrawal shows in the `lease_ends` index.
 //!
@@ -216,6 +217,27 @@ pub fn expires_at_ms(record: &Record) -> Option<u64> {
         return Some(record.changed_at_ms.max(record.lease_until_ms.unwrap_or(0)));
     }
     record.lease_until_ms
+}
+
+/// When DynamoDB's TTL may delete `record`'s item, before the retention is
+/// added (its `ttl` attribute): [`expires_at_ms`], except for exports,
+/// withdrawn or not, whose items TTL never deletes (issue 22, item 1).
+///
+/// A live export item carries no `ttl` (it lives on its cluster's lease),
+/// so no time bounds how long an export written through one region may
+/// stay live under a withdrawal written through another: if TTL deleted the
+/// withdrawal's tombstone, the older export would be served again by every
+/// full read. So an export's tombstone is deleted only by gc, which holds a
+/// tombstone while an older item of another origin could still be served
+/// and deletes only its own region's items (docs/design.md §3). Leased
+/// records are safe with TTL: a tombstone's `ttl` is at least a retention
+/// (over a day) after its write and after the withdrawn lease's end, and
+/// every older lease of its key ends before that.
+pub fn ttl_expires_at_ms(record: &Record) -> Option<u64> {
+    if record.key.kind() == Kind::Export {
+        return None;
+    }
+    expires_at_ms(record)
 }
 
 /// When `record` has no more use, as [`expires_at_ms`], but for an export

@@ -58,3 +58,21 @@ fn a_tombstone_carries_the_withdrawn_lease_end_and_is_never_live() {
     let by_y = mk_pool("p", 7, "r1", Some("y"), Some(20_000));
     assert_eq!(decide(Some(&owned), &by_y, 5_000), WriteDecision::Apply, "it owns nothing");
 }
+
+/// Issue 22, item 1: TTL deleted the tombstone of an export withdrawn
+/// through another region than it was written through, and the export,
+/// which has no `ttl`, was served again. An export's items, tombstones
+/// included, have no TTL expiry; other records keep theirs.
+#[test]
+fn ttl_never_deletes_an_export_or_its_tombstone() {
+    use crate::fixtures::{mk_export, mk_export_spec, mk_tombstone};
+    let export = mk_export("c1", "web", 5, mk_export_spec(0, vec![]));
+    assert_eq!(ttl_expires_at_ms(&export), None);
+    let withdrawn = Record { body: crate::Body::Tombstone, changed_at_ms: 700, ..export };
+    assert_eq!(ttl_expires_at_ms(&withdrawn), None, "its tombstone neither");
+    assert_eq!(expires_at_ms(&withdrawn), Some(700), "gc still knows when it expired");
+    let mut tomb = mk_tombstone("p", 6, "r1");
+    tomb.changed_at_ms = 700;
+    assert_eq!(ttl_expires_at_ms(&tomb), Some(700), "a pool's tombstone");
+    assert_eq!(ttl_expires_at_ms(&mk_pool("p", 5, "r1", None, Some(900))), Some(900));
+}
