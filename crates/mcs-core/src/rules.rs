@@ -9,6 +9,9 @@
 //! - [`supersedes`]: which of two records of a key a merged view keeps.
 //! - [`is_live`]: whether a record's lease is live at a time.
 //! - [`expires_at_ms`], [`expires_at_ms_on`]: when a record has no more use.
+//! - [`ttl_expires_at_ms`]: what the stored `ttl` says (never for exports).
+//! - [`withdrawn_lease_end`]: the lease end a tombstone carries, so that a
+//!   late withdrawal shows in the `lease_ends` index.
 //!
 //! [`Record`]'s methods of the same names delegate here.
 
@@ -186,14 +189,55 @@ pub fn is_live(record: &Record, now_ms: u64, skew_ms: u64) -> bool {
     }
 }
 
+/// The `lease_until_ms` a tombstone withdrawing `held` (the merged record
+/// of its key as the withdrawing registrar holds it) carries: the lease end
+/// of the record it withdraws, or of the tombstone it follows; `None` when
+/// that has none (an export, nothing held).
+///
+/// Not a lease: a tombstone is never live ([`is_live`] asks first), owns
+/// nothing ([`decide`]) and is never renewed ([`renews_in_place`]). It puts
+/// the withdrawal in the sparse `lease_ends` index (docs/design.md §3)
+/// exactly where a reader looks for the withdrawn lease, so that a view
+/// whose delta polls missed the tombstone (it reached the replica later
+/// than the lookback) sees the key at a newer version there and reads it
+/// whole, rather than taking the withdrawn lease's absence for a renewal
+/// beyond the window and raising it until the next full read
+/// (docs/design.md §6, "Renewals and the change feed").
+pub fn withdrawn_lease_end(held: Option<&Record>) -> Option<u64> {
+    held?.lease_until_ms
+}
+
 /// When `record` has no more use and storage may drop it (before a
-/// retention is added): a lease's end, a tombstone's write time; `None` for
-/// exports, which live on their cluster.
+/// retention is added): a lease's end; a tombstone's write time, or the end
+/// of the lease it withdrew if later ([`withdrawn_lease_end`]: it must stay
+/// in the `lease_ends` index until then); `None` for exports, which live on
+/// their cluster.
 pub fn expires_at_ms(record: &Record) -> Option<u64> {
     if record.is_tombstone() {
-        return Some(record.changed_at_ms);
+        return Some(record.changed_at_ms.max(record.lease_until_ms.unwrap_or(0)));
     }
     record.lease_until_ms
+}
+
+/// When DynamoDB's TTL may delete `record`'s item, before the retention is
+/// added (its `ttl` attribute): [`expires_at_ms`], except for exports,
+/// withdrawn or not, whose items TTL never deletes (issue 22, item 1).
+///
+/// A live export item carries no `ttl` (it lives on its cluster's lease),
+/// so no time bounds how long an export written through one region may
+/// stay live under a withdrawal written through another: if TTL deleted the
+/// withdrawal's tombstone, the older export would be served again by every
+/// full read. So an export's tombstone is deleted only by gc, which holds a
+/// tombstone while an older item of another origin could still be served
+/// and deletes only its own region's items (docs/design.md §3). Leased
+/// records are safe with TTL: a tombstone's `ttl` is at least a retention
+/// (over a day) after its write and after the withdrawn lease's end, and
+/// every older lease of its key ends before that.
+pub fn ttl_expires_at_ms(record: &Record) -> Option<u64> {
+    if record.key.kind() == Kind::Export {
+        return None;
+    }
+    expires_at_ms(record)
 }
 
 /// When `record` has no more use, as [`expires_at_ms`], but for an export

@@ -13,7 +13,7 @@
 //! ```
 
 use crate::hlc::ClockError;
-use crate::rules::{export_write_owned, fenced_by_withdrawal};
+use crate::rules::{export_write_owned, fenced_by_withdrawal, withdrawn_lease_end};
 use crate::{Body, Hlc, Key, Record, Version, WriteDecision};
 
 /// A write rule: what a write of `new` over `stored` does at `now_ms`
@@ -95,6 +95,8 @@ impl PlannedWrite {
     ///   clock ran ahead: replication and delta polls order an item's
     ///   writes by it.
     /// - A client's generation must be within the clock's bound.
+    /// - A tombstone carries the lease end of what it withdraws
+    ///   ([`withdrawn_lease_end`]) and no terms.
     /// - Without one: the incarnation that withdrew the record is fenced;
     ///   a heartbeat (same content) reuses the held version; anything else
     ///   gets a fresh HLC generation.
@@ -122,6 +124,10 @@ impl PlannedWrite {
         };
         if let Some(held) = held {
             record.changed_at_ms = record.changed_at_ms.max(held.changed_at_ms.saturating_add(1));
+        }
+        if record.is_tombstone() {
+            record.lease_until_ms = record.lease_until_ms.max(withdrawn_lease_end(held));
+            record.terms = None;
         }
         let client_ordered = match (intent.generation, intent.incarnation) {
             (Some(generation), Some(incarnation)) => {

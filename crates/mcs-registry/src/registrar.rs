@@ -421,6 +421,26 @@ mod tests {
         assert_eq!(stored, tombstone, "stored");
     }
 
+    /// Issue 22, item 2: a tombstone had no lease end, so a withdrawal
+    /// reaching a replica later than the lookback left no trace in a read
+    /// of lease ends and the view kept raising the withdrawn lease. The
+    /// tombstone now carries the withdrawn lease's end into `lease_ends`
+    /// (and is still not served).
+    #[tokio::test]
+    async fn a_withdrawal_shows_in_the_lease_ends_at_the_withdrawn_lease_end() {
+        let f = fixture();
+        let written = f.registrar.write(heartbeat("m")).await.unwrap();
+        let until = written.lease_until_ms.unwrap();
+        f.clock.advance(1_000);
+        let incarnation = Some(Incarnation::new("inc-1").unwrap());
+        let tombstone = f.registrar.withdraw(written.key.clone(), incarnation, None).await.unwrap();
+        assert_eq!(tombstone.lease_until_ms, Some(until));
+        let ends = f.store.read_lease_ends(until, until).await.unwrap();
+        assert_eq!(ends.len(), 1, "{ends:?}");
+        assert_eq!(ends[0].version, tombstone.version, "the tombstone's version");
+        assert!(f.view.read().pools().is_empty(), "and nothing is served");
+    }
+
     /// Issue 22, item 3: re-registering with a shorter lease answered the
     /// short lease while storage and the view kept the longer one (a pool
     /// served 8 s after its 4 s lease lapsed). Now the short lease is what

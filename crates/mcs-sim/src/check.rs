@@ -56,8 +56,11 @@
 //! Each is let off in one case the design does not cover, counted, and
 //! kept as a finding in `tests/known_issues.rs` (`strict_lease_bound` and
 //! `strict_renewals` hold them there too): a replacement the delta polls
-//! missed (later than the lookback) makes the replaced version's lease be
-//! raised past anything stored; and a relay that failed over with its
+//! missed (later than the lookback) by a newer *live* version makes the
+//! replaced version's lease be raised past anything stored (never a
+//! withdrawal: a tombstone carries the withdrawn lease's end into the lease
+//! ends read, issue 22, so a view that raises a withdrawn lease past what
+//! was stored fails by default); and a relay that failed over with its
 //! version leaves an item whose in-window end masks the renewals of the
 //! new region's item beyond the window.
 
@@ -221,9 +224,10 @@ pub(crate) fn serving(world: &mut World, slots: Option<usize>) -> Result<(), Vio
 }
 
 /// [`Invariant::LeaseBound`] for the view of `slot`. Unless `strict`, a
-/// key whose newer version the view's delta polls missed (it reached the
-/// replica's indexes later than the lookback allows; see
-/// `Process::missed`) is let off: its lease ends read returns no end of the
+/// key whose newer live version the view's delta polls missed (it reached
+/// the replica's indexes later than the lookback allows; see
+/// `Process::missed`, which never holds a key its replica withdrew) is let
+/// off: its lease ends read returns no end of the
 /// view's version, so the view raises that version's lease although no
 /// item holds it any more (a finding: `tests/known_issues.rs`). Returns how
 /// many were let off.

@@ -147,7 +147,9 @@ pub struct Process {
     /// (replication later than the lookback): they showed a newer version
     /// than the view's, which the change feed had missed, or lacked an image
     /// written before the poll's settled time. The version the view held
-    /// then, while it holds it.
+    /// then, while it holds it. Never a key whose replica's winner is a
+    /// tombstone newer than the view's: a late withdrawal is not let off
+    /// (issue 22; its tombstone is in the lease ends read).
     pub missed: BTreeMap<Key, Version>,
     /// What its last delta poll missed of what its lookback covers (an
     /// image its indexes showed, written after the watermark less the
@@ -296,7 +298,13 @@ impl Process {
         self.promise(table, t, Some((window, &ends)), strict_renewals, stats);
         for (key, held) in &self.merged {
             let newer = table.stored_lease(key, t, true).filter(|(r, _)| r.version > held.version);
-            if newer.is_some() || table.index_misses_settled(key, t, window.settled_ms) {
+            // A withdrawal is never let off: its tombstone carries the
+            // withdrawn lease's end into the lease ends read.
+            let withdrawn = table
+                .stored_lease(key, t, false)
+                .is_some_and(|(r, _)| r.is_tombstone() && r.version > held.version);
+            let late = newer.is_some() || table.index_misses_settled(key, t, window.settled_ms);
+            if late && !withdrawn {
                 self.missed.insert(key.clone(), held.version.clone());
             }
         }

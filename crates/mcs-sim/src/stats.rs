@@ -105,7 +105,7 @@ stats! {
     /// took them (index lag).
     index_lagged_images,
     /// Lease ends a view held above every stored one of their version
-    /// after its delta polls missed a newer version of the key (invariant
+    /// after its delta polls missed a newer live version of the key (invariant
     /// `LeaseBound` lets them off unless strict; `tests/known_issues.rs`).
     raised_after_missed_change,
     /// Keys a delta poll promised nothing for because another item of the

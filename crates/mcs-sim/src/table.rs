@@ -167,11 +167,11 @@ impl Table {
 
     /// The lease end of every item whose lease ends in `from_ms..=to_ms`
     /// (the `lease_ends` index, at true time `t`): one per item, so several
-    /// of one key when several origins hold it. Tombstones and exports
-    /// have none.
+    /// of one key when several origins hold it. A tombstone's is the end of
+    /// the lease it withdrew (`mcs_core::rules::withdrawn_lease_end`);
+    /// exports have none.
     pub fn read_lease_ends(&self, from_ms: u64, to_ms: u64, t: u64) -> Vec<LeaseEnd> {
         self.indexed(t)
-            .filter(|r| !r.is_tombstone())
             .filter_map(|r| {
                 let until = r.lease_until_ms.filter(|u| (from_ms..=to_ms).contains(u))?;
                 Some(LeaseEnd {

@@ -55,9 +55,9 @@ pub struct Options {
     /// has ended (not only at T1 and T2).
     pub strict_leases: bool,
     /// Hold invariant `LeaseBound` also for a view whose delta polls missed
-    /// a newer version of the key (replication later than the lookback):
-    /// off by default, since the design does not hold it there (see
-    /// `tests/known_issues.rs`).
+    /// a newer live version of the key (replication later than the
+    /// lookback): off by default, since the design does not hold it there
+    /// (see `tests/known_issues.rs`). A withdrawal is never let off.
     pub strict_lease_bound: bool,
     /// Hold invariant `RenewalServed` also where another item of the
     /// view's version masks a renewal beyond the lease ends window (a relay

@@ -55,6 +55,20 @@ fn ten_thousand_schedules() {
     );
 }
 
+/// Issue 22, item 2: a withdrawal that reached a replica later than the
+/// lookback left no trace in the lease ends read, and the view raised the
+/// withdrawn lease past every lease stored for it until the next full read.
+/// These seeds broke `LeaseBound` by default before tombstones carried the
+/// withdrawn lease's end (26 of 10,000 did).
+#[test]
+fn a_late_withdrawal_is_not_served_past_the_withdrawn_lease() {
+    for seed in [410, 803, 900, 1154, 2369, 2894, 3735, 4429] {
+        if let Err(failure) = run(seed, Rules::REAL, Options::default()) {
+            panic!("{failure}");
+        }
+    }
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     for seed in [3, 49, 480] {

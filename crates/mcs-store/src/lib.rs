@@ -72,7 +72,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The lease ends stored in `from_ms..=to_ms`, one per stored item (a
     /// store with one item per key and origin may return several of one
-    /// key). Records without a lease (exports) are never returned.
+    /// key). Records without a lease end (exports, tombstones of them)
+    /// are never returned; a tombstone that carries the end of the lease
+    /// it withdrew is (`mcs_core::rules::withdrawn_lease_end`).
     ///
     /// The default reads everything, which is correct for a store held in
     /// memory; a store whose reads cost per item answers from an index

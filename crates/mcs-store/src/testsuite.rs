@@ -38,6 +38,7 @@ macro_rules! store_conformance_suite {
             a_withdrawal_fences_its_incarnation_in_storage,
             changed_since_returns_exactly_the_later_writes,
             lease_ends_are_exactly_the_stored_leases_in_the_window,
+            a_tombstone_shows_the_withdrawn_lease_end_in_lease_ends,
             change_stamps_are_exactly_the_stored_writes_in_the_window,
             an_item_over_the_size_limit_is_refused_naming_its_field,
             a_renewal_in_place_keeps_changed_at_and_moves_the_lease,
@@ -254,6 +255,35 @@ pub async fn lease_ends_are_exactly_the_stored_leases_in_the_window(store: Arc<d
     assert_eq!(store.put(&renewed, 2_000).await.unwrap(), PutOutcome::Applied);
     assert_eq!(ends(&window(0, 15_000).await), Vec::<u64>::new());
     assert_eq!(ends(&window(65_000, 75_000).await), vec![70_000]);
+}
+
+/// A tombstone that carries the lease end of the record it withdrew
+/// (`mcs_core::rules::withdrawn_lease_end`) is in `read_lease_ends` at that
+/// end, at the tombstone's version (docs/design.md §6: how a reader finds a
+/// withdrawal that reached its replica later than the lookback); one
+/// without a lease end is not.
+pub async fn a_tombstone_shows_the_withdrawn_lease_end_in_lease_ends(store: Arc<dyn Store>) {
+    let live = with_terms(at(mk_pool("a", 5, "w", Some("x"), Some(30_000)), 1_000), TERMS);
+    store.put(&live, 1_000).await.unwrap();
+    let mut tomb = at(mk_tombstone("a", 6, "w"), 2_000);
+    tomb.owner = Some("x".into());
+    tomb.lease_until_ms = Some(30_000);
+    assert_eq!(store.put(&tomb, 2_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&tomb.key).await.unwrap(), Some(tomb.clone()));
+    assert_eq!(
+        store.read_lease_ends(20_000, 40_000).await.unwrap(),
+        vec![LeaseEnd {
+            key: tomb.key.clone(),
+            version: tomb.version.clone(),
+            lease_until_ms: 30_000
+        }]
+    );
+    let bare = at(mk_tombstone("b", 6, "w"), 2_000);
+    store.put(&bare, 2_000).await.unwrap();
+    assert_eq!(store.read_lease_ends(0, u64::MAX).await.unwrap().len(), 1, "no end, no entry");
+    // It owns nothing: another incarnation registers over it at once.
+    let by_y = with_terms(at(mk_pool("a", 7, "w", Some("y"), Some(40_000)), 3_000), TERMS);
+    assert_eq!(store.put(&by_y, 3_000).await.unwrap(), PutOutcome::Applied);
 }
 
 /// `read_change_stamps(from, to)` returns a stamp (key, generation,

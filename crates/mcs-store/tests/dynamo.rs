@@ -120,6 +120,70 @@ async fn items_of_every_origin_are_merged_by_version() {
     assert_eq!(store.get(&local.key).await.unwrap().unwrap().version.generation, 9);
 }
 
+/// What DynamoDB's TTL does once `now_s` has passed: deletes every item
+/// whose `ttl` (epoch seconds) is at or before it. Returns how many.
+async fn emulate_ttl(store: &DynamoStore, now_s: u64) -> usize {
+    let mut deleted = 0;
+    for item in store.scan_items(None).await.unwrap() {
+        let expired = item.get("ttl").and_then(|t| t.as_n().ok()?.parse::<u64>().ok());
+        if expired.is_some_and(|ttl| ttl <= now_s) {
+            let key = HashMap::from([
+                ("pk".to_owned(), item["pk"].clone()),
+                ("sk".to_owned(), item["sk"].clone()),
+            ]);
+            let table = store.table();
+            store.client().delete_item().table_name(table).set_key(Some(key)).send().await.unwrap();
+            deleted += 1;
+        }
+    }
+    deleted
+}
+
+/// Issue 22, item 1: an export written through one region (its item has
+/// no `ttl`: it lives on its cluster's lease) and withdrawn through another
+/// (a tombstone of the other origin). When TTL deleted the tombstone, every
+/// read served the export again. Invariant (docs/design.md §3, §9): a live
+/// item is never left behind by a tombstone that supersedes it, whatever
+/// TTL does; an export's tombstone has no `ttl`, so only gc, which holds it
+/// while an older item of another origin could be served, deletes it. With
+/// a pool (leased) the tombstone's `ttl` outlives the older lease.
+#[tokio::test]
+async fn ttl_never_leaves_a_live_item_behind_a_tombstone_of_another_origin() {
+    let Some(here) = new_store("ttl-origins").await else { return };
+    let endpoint = endpoint().unwrap();
+    let there_sdk = mcs_testkit::dynamo::sdk_config(Some(&endpoint), "eu-west-1").await;
+    migrate(&Client::new(&there_sdk), here.table()).await.unwrap();
+    let there =
+        DynamoStore::from_sdk_config(&there_sdk, quick(DynamoConfig::new(here.table()))).unwrap();
+    there.ensure_schema().await.unwrap();
+    assert_ne!(here.origin(), there.origin());
+    let spec = mk_export_spec(1_700_000_000, vec![port("http", 80)]);
+    let export = at(mk_export("c1", "svc", 5, spec), 1_000);
+    let pool = at(mk_pool("p", 5, "w", Some("x"), Some(30_000)), 1_000);
+    for live in [&export, &pool] {
+        assert_eq!(here.put(live, 1_000).await.unwrap(), PutOutcome::Applied);
+        let mut withdrawal = at(mk_tombstone("p", 6, "w"), 2_000);
+        withdrawal.key = live.key.clone();
+        withdrawal.lease_until_ms = live.lease_until_ms;
+        assert_eq!(there.put(&withdrawal, 2_000).await.unwrap(), PutOutcome::Applied);
+        // Replication: the other region's tombstone reaches this replica.
+        let (pk, sk) = mcs_store::dynamo::raw::item_prefix(&live.key);
+        let sk = format!("{sk}{}", there.origin());
+        put_raw(&here, raw_item(&there, &pk, &sk).await).await;
+        assert!(here.get(&live.key).await.unwrap().unwrap().is_tombstone());
+    }
+    // Ten days on: far past the retention of every tombstone and lease.
+    let deleted = emulate_ttl(&here, (1_000 + 10 * 86_400_000) / 1000).await;
+    assert_eq!(deleted, 2, "the pool's two items; neither export item");
+    let merged = here.get(&export.key).await.unwrap();
+    assert!(merged.as_ref().is_some_and(Record::is_tombstone), "export came back: {merged:?}");
+    // A full read merges what is left: the tombstone still hides the
+    // export item of this region (gc deletes that, then the tombstone).
+    let mut view = mcs_core::View::new(0);
+    view.replace_all(here.read_all().await.unwrap(), 0, 0);
+    assert!(view.record(&export.key).is_some_and(Record::is_tombstone), "a full read");
+}
+
 #[tokio::test]
 async fn ttl_and_layout_attributes_are_written() {
     let Some(store) = new_store("ttl").await else {

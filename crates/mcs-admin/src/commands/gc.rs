@@ -6,8 +6,11 @@
 //! cluster's lease and carries no `ttl` (the cluster renews its own item
 //! only), so its expiry is derived from its cluster's merged record
 //! ([`Record::expires_at_ms_on`]): the later of the cluster's lease end or
-//! withdrawal and the export's own last write. Run gc on every table, TTL
-//! or not, or orphaned exports stay for good.
+//! withdrawal and the export's own last write. Nor does TTL delete an
+//! export's tombstone (`mcs_core::rules::ttl_expires_at_ms`, issue 22):
+//! only gc's hold below keeps it while an older export item of another
+//! region could be served. Run gc on every table, TTL or not, or orphaned
+//! exports and withdrawn ones stay for good.
 //!
 //! A record key has one item per region that wrote it (its origin), merged
 //! by version. A key is past the retention when its merged record (the

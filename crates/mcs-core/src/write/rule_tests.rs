@@ -35,3 +35,34 @@ fn a_generation_the_registrar_assigns_is_not_client_ordered() {
     assert!(!planned.is_client_ordered());
     assert_eq!(planned.record().version.writer, "reg");
 }
+
+/// Issue 22, item 2: a withdrawal's tombstone carries the lease end of the
+/// record it withdraws (or of the tombstone it follows) and no terms.
+#[test]
+fn a_tombstone_carries_the_lease_end_of_what_it_withdraws() {
+    use crate::fixtures::mk_tombstone;
+    let mut held = mk_pool("a", 1, "w", Some("x"), Some(NOW + 9_000));
+    held.terms = Some(crate::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
+    let withdrawal = |held: Option<&Record>, lease_until_ms| {
+        let intent = Intent {
+            terms: held.and_then(|h| h.terms),
+            key: held.map_or_else(|| mk_pool("a", 1, "w", None, None).key, |h| h.key.clone()),
+            body: crate::Body::Tombstone,
+            incarnation: Some("x".into()),
+            generation: None,
+            lease_until_ms,
+        };
+        let planned = super::tests::plan_now(intent, held, &mut Hlc::default()).unwrap();
+        let record = planned.into_record();
+        (record.lease_until_ms, record.terms)
+    };
+    assert_eq!(withdrawal(Some(&held), None), (Some(NOW + 9_000), None));
+    assert_eq!(withdrawal(None, None), (None, None), "nothing held");
+    assert_eq!(withdrawal(Some(&held), Some(NOW + 10_000)), (Some(NOW + 10_000), None), "later");
+    let mut tomb = mk_tombstone("a", 2, "w");
+    tomb.lease_until_ms = Some(NOW + 5_000);
+    assert_eq!(withdrawal(Some(&tomb), None), (Some(NOW + 5_000), None), "carried on");
+    let registration = intent(Some("x"), None);
+    let planned = super::tests::plan_now(registration, Some(&held), &mut Hlc::default()).unwrap();
+    assert_eq!(planned.record().lease_until_ms, Some(NOW + 30_000), "a registration: its own");
+}

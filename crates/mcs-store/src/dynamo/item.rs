@@ -212,7 +212,7 @@ pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result
         item.insert(LEASE_MS.to_owned(), n(terms.duration_ms));
         item.insert(HEARTBEAT_MS.to_owned(), n(terms.heartbeat_ms));
     }
-    if let Some(expires) = record.expires_at_ms() {
+    if let Some(expires) = mcs_core::rules::ttl_expires_at_ms(record) {
         item.insert(TTL.to_owned(), n(expires.saturating_add(retention_ms) / 1000));
     }
     Ok(item)
@@ -509,6 +509,8 @@ mod tests {
         assert_eq!(item[TTL], AttributeValue::N("3".into()));
         let export = mk_export("c1", "svc", 1, mk_export_spec(0, vec![]));
         assert!(!encode(&export, "us-east-1", 1_000).unwrap().contains_key(TTL));
+        let withdrawn = Record { body: Body::Tombstone, ..export };
+        assert!(!encode(&withdrawn, "us-east-1", 1_000).unwrap().contains_key(TTL), "issue 22");
         assert!(!item.contains_key(OWNER));
         assert!(!item.contains_key(LEASE_UNTIL_MS));
     }
