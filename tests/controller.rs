@@ -1286,6 +1286,12 @@ async fn a_namespace_goes_while_the_registry_is_down_and_its_export_is_withdrawn
     let served = served_exports(&world, "east").await.unwrap();
     assert!(!served.contains_key(&format!("{DOOMED}/web")), "{served:?}");
     assert!(west_imports.get_opt("web").await.unwrap().is_none());
+    // Issue 27 item 8: the importer's writes refused in the namespace being
+    // deleted are no warnings. (A guard only: this run showed none on main
+    // either; the recognition's test is in import/apply.rs.)
+    let east = world.cluster("east");
+    let noise = logged(east, "WARN", "being terminated");
+    assert!(noise.is_empty(), "{} warnings, e.g. {:?}", noise.len(), noise.first());
 }
 
 /// Issue 29, item 4: past the registry's body limit (about 3,500
@@ -1346,5 +1352,211 @@ async fn a_large_export_imports_whole_and_one_past_the_store_limit_fails_and_is_
                 && imported_endpoints(west, "huge").await.len() == 4000
         },
     )
+    .await;
+}
+
+/// Creates a ServiceExport as most manifests write it: no `spec` at all
+/// (our type always writes `spec: {}`); the object as stored.
+async fn export_without_spec(c: &Cluster, name: &str) -> kube::api::DynamicObject {
+    use kube::api::{ApiResource, DynamicObject, PostParams};
+    let resource = ApiResource::erase::<ServiceExport>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(c.kube.clone(), NS, &resource);
+    let object = DynamicObject::new(name, &resource).within(NS).data(json!({}));
+    api.create(&PostParams::default(), &object).await.unwrap()
+}
+
+/// Log lines of `c`'s controllers (all replicas so far) at `level` that contain `text`.
+fn logged(c: &Cluster, level: &str, text: &str) -> Vec<String> {
+    let level = format!("\"level\":\"{level}\"");
+    c.controllers
+        .iter()
+        .flat_map(|p| p.log())
+        .filter(|l| l.contains(&level) && l.contains(text))
+        .collect()
+}
+
+/// Issue 27 item 6: with the mcs-api's own CRDs a ServiceExport may have
+/// no `spec`. Before: such an object was skipped while the controller ran
+/// (a DEBUG line naming nothing), and after a restart the whole LIST
+/// failed to decode (`missing field spec`, retried forever): no export of
+/// the cluster was processed, while `/readyz` said ok.
+#[tokio::test]
+async fn with_the_mcs_api_crds_an_export_without_spec_is_exported_before_and_after_a_restart() {
+    use mcs_tests::controller::Crds;
+    let bins = mcs_tests::controller_binaries!();
+    let Some(mut world) = World::start_with(bins, &["upstream"], &[], Crds::Upstream).await else {
+        return;
+    };
+    ensure_namespace(&world.clusters[0].kube, NS).await;
+    let imported = async |c: &Cluster, name: &str, address: &str| {
+        let what = format!("{name} imported");
+        eventually(WITHIN, &what, async || {
+            imported_endpoints(c, name).await == addresses("upstream", &[address])
+        })
+        .await;
+    };
+    {
+        let c = world.cluster("upstream");
+        for (name, address) in [("bare", "10.1.0.1"), ("full", "10.1.0.2")] {
+            apply(&services(c), &service(NS, name, &[("http", 80, 8080)], false)).await;
+            let slice =
+                endpoint_slice(NS, name, &format!("{name}-own"), &[address], &[("http", 8080)]);
+            apply(&slices(c), &slice).await;
+        }
+        let stored = export_without_spec(c, "bare").await;
+        assert!(
+            stored.data.get("spec").is_none(),
+            "the mcs-api's CRD defaults no spec: {stored:?}"
+        );
+        apply(&exports(c), &export("full")).await;
+        imported(c, "bare", "10.1.0.1").await;
+        imported(c, "full", "10.1.0.2").await;
+        wait_condition(c, "bare", "Ready", "True", "Exported").await;
+    }
+    // A new controller lists them all (the list holds objects without spec).
+    let old = world.clusters[0].controllers.remove(0);
+    old.kill().await;
+    world.start_controller(0).await;
+    let c = world.cluster("upstream");
+    apply(&services(c), &service(NS, "late", &[("http", 80, 8080)], false)).await;
+    let slice = endpoint_slice(NS, "late", "late-own", &["10.1.0.3"], &[("http", 8080)]);
+    apply(&slices(c), &slice).await;
+    export_without_spec(c, "late").await;
+    imported(c, "late", "10.1.0.3").await;
+    // Changes to the earlier ones are processed too.
+    let slice = endpoint_slice(NS, "bare", "bare-own", &["10.1.0.9"], &[("http", 8080)]);
+    apply(&slices(c), &slice).await;
+    imported(c, "bare", "10.1.0.9").await;
+    let slice = endpoint_slice(NS, "full", "full-own", &["10.1.0.8"], &[("http", 8080)]);
+    apply(&slices(c), &slice).await;
+    imported(c, "full", "10.1.0.8").await;
+    wait_condition(c, "late", "Ready", "True", "Exported").await;
+    let controller = &c.controllers[0];
+    let ready = reqwest::get(format!("{}/readyz", controller.metrics_url)).await.unwrap();
+    assert_eq!(ready.status(), 200, "{:?}", ready.text().await);
+    assert!(logged(c, "WARN", "does not decode").is_empty(), "{:?}", logged(c, "WARN", "decode"));
+    // Issue 27 item 7, in the state the issue found: there SIGTERM logged
+    // "shutting down" and the process ran on (on main: still running 12 s
+    // after SIGTERM, renewing its Lease).
+    let mut controller = world.clusters[0].controllers.remove(0);
+    controller.signal("TERM");
+    let sent = Instant::now();
+    assert_eq!(controller.exited().await, Some(0));
+    assert!(sent.elapsed() < Duration::from_secs(10), "exited {:?} after SIGTERM", sent.elapsed());
+}
+
+/// Issue 27 items 6 and 7. A ServiceExport that does not decode (written
+/// under a CRD that lets anything through) is logged with its name and
+/// counted, and the others are exported; a watch that cannot list makes
+/// the controller unready; and SIGTERM stops it within 10 s even while its
+/// export watch fails, releasing the leader Lease so a standby takes over
+/// at once. Before: the export controller waited forever for a store that
+/// never filled, so the process ran on after SIGTERM, renewing its Lease.
+#[tokio::test]
+async fn an_undecodable_export_is_skipped_and_sigterm_stops_within_10_s_while_the_watch_fails() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, PostParams};
+    const CRD: &str = "serviceexports.multicluster.x-k8s.io";
+    let Some(mut world) = world(&["east"], &[]).await else { return };
+    let crds = Api::<CustomResourceDefinition>::all(world.clusters[0].kube.clone());
+    {
+        let c = world.cluster("east");
+        // A ServiceExport CRD whose spec takes anything (as some hand-made ones do).
+        let mut crd = crds.get(CRD).await.unwrap();
+        for version in &mut crd.spec.versions {
+            let schema = version.schema.as_mut().unwrap().open_api_v3_schema.as_mut().unwrap();
+            schema.properties.as_mut().unwrap().insert(
+                "spec".into(),
+                serde_json::from_value(
+                    json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                )
+                .unwrap(),
+            );
+        }
+        crd.metadata.managed_fields = None;
+        crds.replace(CRD, &PostParams::default(), &crd).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let resource = ApiResource::erase::<ServiceExport>(&());
+        let api: Api<DynamicObject> = Api::namespaced_with(c.kube.clone(), NS, &resource);
+        let bad = DynamicObject::new("bad", &resource)
+            .within(NS)
+            .data(json!({"spec": {"exportedLabels": "team=a"}}));
+        api.create(&PostParams::default(), &bad).await.unwrap();
+        export_service(c, "good", &[("http", 80, 8080)], &["10.1.0.1"]).await;
+    }
+    // A new controller lists the bad one with the others.
+    let old = world.clusters[0].controllers.remove(0);
+    old.kill().await;
+    world.start_controller(0).await;
+    let c = world.cluster("east");
+    apply(&slices(c), &endpoint_slice(NS, "good", "good-own", &["10.1.0.2"], &[("http", 8080)]))
+        .await;
+    eventually(WITHIN, "good exported while bad does not decode", async || {
+        imported_endpoints(c, "good").await == addresses("east", &["10.1.0.2"])
+    })
+    .await;
+    let warned = logged(c, "WARN", "object does not decode");
+    assert!(
+        warned
+            .iter()
+            .any(|l| l.contains("\"name\":\"bad\"") && l.contains("\"namespace\":\"demo\"")),
+        "{warned:?}"
+    );
+    assert!(warned.iter().all(|l| l.contains("invalid type")), "the reason: {warned:?}");
+    let controller = &c.controllers[0];
+    let skipped =
+        controller.metric("mcs_controller_undecodable_objects_total", &[("kind", "ServiceExport")]);
+    assert!(skipped.await >= 1.0);
+    let readyz = async |p: &mcs_tests::controller::ControllerProcess| {
+        let r = reqwest::get(format!("{}/readyz", p.metrics_url)).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(readyz(controller).await.0, 200);
+
+    // The ServiceExport kind goes: the watch cannot list, the pod is unready.
+    crds.delete(CRD, &DeleteParams::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "the CRD is gone", async || {
+        crds.get_opt(CRD).await.unwrap().is_none()
+    })
+    .await;
+    eventually(WITHIN, "unready, naming the watch", async || {
+        let (code, body) = readyz(&world.cluster("east").controllers[0]).await;
+        code == 503 && body.contains("the ServiceExport watch cannot list")
+    })
+    .await;
+    // A controller that never listed them, and a standby.
+    let old = world.clusters[0].controllers.remove(0);
+    old.kill().await;
+    world.start_controller(0).await;
+    let leases = Api::<Lease>::namespaced(
+        world.clusters[0].kube.clone(),
+        mcs_tests::controller::SYSTEM_NAMESPACE,
+    );
+    let holder = async || {
+        let lease = leases.get("mcs-controller").await.unwrap();
+        lease.spec.and_then(|s| s.holder_identity).unwrap_or_default()
+    };
+    eventually(WITHIN, "the new controller leads, unready", async || {
+        let p = &world.cluster("east").controllers[0];
+        p.metric("mcs_controller_leader", &[]).await == 1.0 && readyz(p).await.0 == 503
+    })
+    .await;
+    let leader = holder().await;
+    world.start_controller(0).await;
+    let mut first = world.clusters[0].controllers.remove(0);
+    first.signal("TERM");
+    let sent = Instant::now();
+    let code = first.exited().await;
+    let took = sent.elapsed();
+    eprintln!("exited {took:?} after SIGTERM");
+    assert!(took < Duration::from_secs(10), "exited {took:?} after SIGTERM");
+    assert_eq!(code, Some(0), "a graceful stop");
+    let now = holder().await;
+    assert_ne!(now, leader, "the Lease is released on the way out");
+    // The standby takes over without waiting for the Lease (4 s) to run out.
+    eventually(Duration::from_secs(3), "the standby leads", async || {
+        world.cluster("east").controllers[0].metric("mcs_controller_leader", &[]).await == 1.0
+    })
     .await;
 }

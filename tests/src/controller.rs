@@ -5,7 +5,8 @@
 //! Lease Role that `mcs-controller rbac` generates (never cluster-admin).
 //!
 //! ```text
-//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs, ClusterRole, Lease Role, ServiceAccount
+//!  World::start(&["east", "west"]) ─▶ K8sEnv × n, CRDs (ours, or the mcs-api's: Crds),
+//!                                    ClusterRole, Lease Role, ServiceAccount
 //!                                    registry (dynamodb, short leases)
 //!                                    ControllerProcess per cluster (its SA's kubeconfig)
 //!  world.cluster("east").kube        a cluster-admin client for the test's own objects
@@ -38,6 +39,64 @@ pub struct ControllerBinaries {
     pub registry: PathBuf,
     /// `mcs-controller`.
     pub controller: PathBuf,
+}
+
+/// Which CRDs a [`World`]'s clusters get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crds {
+    /// As `mcs-controller crds` prints them (`spec` defaults to `{}`).
+    Ours,
+    /// As kubernetes-sigs/mcs-api ships them (`scripts/mcs-api-crds`):
+    /// a ServiceExport may have no `spec` at all.
+    Upstream,
+}
+
+/// The variable choosing the CRDs of [`World::start`]: `ours` (the
+/// default) or `upstream`.
+pub const CRDS_ENV: &str = "MCS_TEST_CRDS";
+
+impl Crds {
+    /// The set [`CRDS_ENV`] names.
+    pub fn from_env() -> Self {
+        match std::env::var(CRDS_ENV).as_deref() {
+            Ok("upstream") => Self::Upstream,
+            Ok("ours") | Err(_) => Self::Ours,
+            Ok(other) => panic!("{CRDS_ENV}={other:?}: expected ours or upstream"),
+        }
+    }
+
+    /// The CRDs of this set.
+    pub fn definitions(self) -> Vec<CustomResourceDefinition> {
+        match self {
+            Self::Ours => mcs_controller::crd::crds(),
+            Self::Upstream => upstream_crds(),
+        }
+    }
+}
+
+/// The mcs-api's CRDs, downloaded (once) by `scripts/mcs-api-crds`.
+pub fn upstream_crds() -> Vec<CustomResourceDefinition> {
+    let script = crate::workspace_root().join("scripts/mcs-api-crds");
+    let out = std::process::Command::new(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "scripts/mcs-api-crds failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    ["serviceexports", "serviceimports"]
+        .iter()
+        .map(|plural| {
+            let path = dir.join(format!("multicluster.x-k8s.io_{plural}.yaml"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            serde_norway::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not a CRD: {e}", path.display()))
+        })
+        .collect()
 }
 
 /// One cluster of a [`World`].
@@ -80,12 +139,23 @@ pub struct World {
 }
 
 impl World {
-    /// Starts `names` clusters with a controller each; `None` when the
-    /// test environment is absent and not required (the test then returns).
+    /// Starts `names` clusters with a controller each, with the CRDs
+    /// [`CRDS_ENV`] names; `None` when the test environment is absent and
+    /// not required (the test then returns).
     pub async fn start(
         bins: ControllerBinaries,
         names: &[&str],
         controller_flags: &[&str],
+    ) -> Option<Self> {
+        Self::start_with(bins, names, controller_flags, Crds::from_env()).await
+    }
+
+    /// [`World::start`] with the CRDs `crds`.
+    pub async fn start_with(
+        bins: ControllerBinaries,
+        names: &[&str],
+        controller_flags: &[&str],
+        crds: Crds,
     ) -> Option<Self> {
         let endpoint = crate::dynamodb_endpoint()?;
         let envs = futures::future::join_all(names.iter().map(|n| K8sEnv::start(n))).await;
@@ -105,7 +175,7 @@ impl World {
         world.start_registry().await;
         for (name, env) in names.iter().zip(envs) {
             let kube = env.client().await;
-            install_crds(&kube).await;
+            install_crds_of(&kube, crds).await;
             let controller_kubeconfig = install_rbac(&env, &kube).await;
             world.clusters.push(Cluster {
                 name: (*name).to_owned(),
@@ -243,20 +313,26 @@ impl Drop for World {
 /// Installs the CRDs as `mcs-controller crds` prints them, and waits until
 /// they are served.
 pub async fn install_crds(kube: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for crd in mcs_controller::crd::crds() {
+    install_crds_of(kube, Crds::Ours).await;
+}
+
+/// Installs the CRDs `crds`, and waits until they are served.
+pub async fn install_crds_of(kube: &kube::Client, crds: Crds) {
+    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    let definitions = crds.definitions();
+    for crd in &definitions {
         let name = crd.metadata.name.clone().expect("name");
-        crds.patch(&name, &PatchParams::apply("mcs-tests").force(), &Patch::Apply(&crd))
+        api.patch(&name, &PatchParams::apply("mcs-tests").force(), &Patch::Apply(crd))
             .await
             .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
     }
-    for crd in mcs_controller::crd::crds() {
+    for crd in &definitions {
         let name = crd.metadata.name.clone().expect("name");
         mcs_testkit::eventually(
             Duration::from_secs(30),
             &format!("CRD {name} established"),
             async || {
-                crds.get(&name)
+                api.get(&name)
                     .await
                     .ok()
                     .and_then(|c| c.status)

@@ -19,7 +19,7 @@ use kube::core::{Expression, Selector, SelectorExt};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -223,7 +223,12 @@ pub async fn run(
     let (store, writer) = reflector::store();
     let mirror = reflector(
         writer,
-        watcher(Api::<ServiceExport>::all(kube.clone()), marked.clone()).default_backoff(),
+        crate::watch::lenient::<ServiceExport>(
+            kube.clone(),
+            marked.clone(),
+            "ServiceExport (auto-exported)",
+        )
+        .default_backoff(),
     )
     .for_each(|_| async {});
     let mirror = tokio::spawn(async move {
@@ -241,7 +246,14 @@ pub async fn run(
     if !cancel.is_cancelled() {
         let results =
             Controller::new(Api::<Service>::all(kube.clone()), watcher::Config::default())
-                .owns(Api::<ServiceExport>::all(kube), marked)
+                .owns_stream(
+                    crate::watch::lenient::<ServiceExport>(
+                        kube.clone(),
+                        marked,
+                        "ServiceExport (auto-exported, owners)",
+                    )
+                    .touched_objects(),
+                )
                 .reconcile_all_on(resyncs)
                 .graceful_shutdown_on(async move { cancel.cancelled().await })
                 .run(reconcile, error_policy, Arc::new(Auto { ctx, selector, marked: store }));

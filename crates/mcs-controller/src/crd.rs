@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 
 /// The API group of both CRDs.
@@ -21,7 +21,11 @@ pub const STORED_VERSION: &str = "v1beta1";
 pub const OLDER_VERSION: &str = "v1alpha1";
 
 /// Marks a Service of the same namespace and name for export to the clusterset.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// A ServiceExport without `spec` (or with `spec: null`) decodes with an
+/// empty one: the mcs-api's CRD neither requires nor defaults it, and most
+/// manifests are only a name (see the `Deserialize` impl below).
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[kube(
     group = "multicluster.x-k8s.io",
     version = "v1beta1",
@@ -44,6 +48,28 @@ pub struct ServiceExportSpec {
     /// Annotations exported with the service.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub exported_annotations: BTreeMap<String, String>,
+}
+
+/// Decodes `spec` through `Option`, so that an absent or null `spec`
+/// is the empty spec: serde hands a missing field to `deserialize_option`,
+/// which a derived struct would refuse (`missing field spec`) but an
+/// `Option` takes as `None`.
+impl<'de> Deserialize<'de> for ServiceExportSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Fields {
+            #[serde(default)]
+            exported_labels: BTreeMap<String, String>,
+            #[serde(default)]
+            exported_annotations: BTreeMap<String, String>,
+        }
+        let fields = Option::<Fields>::deserialize(deserializer)?;
+        Ok(fields.map_or_else(Self::default, |f| Self {
+            exported_labels: f.exported_labels,
+            exported_annotations: f.exported_annotations,
+        }))
+    }
 }
 
 /// A ServiceExport's status: `Valid`, `Ready` and `Conflict`.
@@ -156,8 +182,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// A ServiceExport needs no `spec` (the MCS API's v1alpha1 has none, and
-/// most manifests are only a name): the API server defaults it to `{}`, so
-/// every object it serves deserializes into [`ServiceExport`].
+/// most manifests are only a name): our CRD defaults it to `{}`. The
+/// mcs-api's own CRD does not, so [`ServiceExport`] decodes a missing
+/// `spec` as empty too.
 fn optional_spec(crd: &mut CustomResourceDefinition) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
     for version in &mut crd.spec.versions {
@@ -210,5 +237,33 @@ mod tests {
         let yaml = crds_yaml().unwrap();
         assert!(yaml.contains("name: serviceexports.multicluster.x-k8s.io"), "{yaml}");
         assert!(yaml.contains("name: serviceimports.multicluster.x-k8s.io"), "{yaml}");
+    }
+
+    /// Issue 27 item 6 (before: `missing field spec`, and with the
+    /// mcs-api's CRD one such object failed the whole LIST).
+    #[test]
+    fn a_service_export_without_spec_decodes_with_an_empty_one() {
+        let meta = serde_json::json!({"name": "web", "namespace": "demo"});
+        for object in [
+            serde_json::json!({"metadata": meta}),
+            serde_json::json!({"metadata": meta, "spec": null}),
+            serde_json::json!({"metadata": meta, "spec": {}}),
+        ] {
+            let se: ServiceExport = serde_json::from_value(object.clone()).expect("decodes");
+            assert_eq!(se.spec, ServiceExportSpec::default(), "{object}");
+        }
+        let se: ServiceExport = serde_json::from_value(serde_json::json!({
+            "metadata": meta,
+            "spec": {"exportedLabels": {"a": "1"}, "exportedAnnotations": {"b": "2"}},
+        }))
+        .unwrap();
+        assert_eq!(se.spec.exported_labels, BTreeMap::from([("a".into(), "1".into())]));
+        assert_eq!(se.spec.exported_annotations, BTreeMap::from([("b".into(), "2".into())]));
+        // What is there must still be right.
+        let bad = serde_json::json!({"metadata": meta, "spec": {"exportedLabels": "a=1"}});
+        assert!(serde_json::from_value::<ServiceExport>(bad).is_err());
+        // Written back, the empty spec is `{}`.
+        let written = serde_json::to_value(ServiceExport::new("web", Default::default())).unwrap();
+        assert_eq!(written["spec"], serde_json::json!({}));
     }
 }

@@ -342,15 +342,21 @@ async fn renew_once(api: &Api<Lease>, election: &Election) -> Result<bool, kube:
     Ok(true)
 }
 
+/// How long [`Leadership::release`] may take (the API server slow or away):
+/// past it the Lease is left to run out on its own.
+pub const RELEASE_BOUND: Duration = Duration::from_secs(3);
+
 impl Leadership {
     /// Stops renewing and clears the holder, so that a standby takes over
     /// without waiting for the Lease to run out. The incarnation stays.
+    /// Takes at most [`RELEASE_BOUND`].
     pub async fn release(mut self) {
         self.guard.end();
         self.stop.cancel();
-        let _ = (&mut self.renewer).await;
         metrics::gauge!(crate::metrics::LEADER).set(0.0);
-        let result = async {
+        let result = tokio::time::timeout(RELEASE_BOUND, async {
+            // A renewal in flight lands before the release reads the Lease.
+            let _ = (&mut self.renewer).await;
             let mut lease = self.api.get(&self.election.name).await?;
             let mut spec = lease.spec.take().unwrap_or_default();
             if spec.holder_identity.as_deref() != Some(self.election.identity.as_str()) {
@@ -361,12 +367,16 @@ impl Leadership {
             spec.renew_time = Some(MicroTime(Timestamp::now()));
             lease.spec = Some(spec);
             self.api.replace(&self.election.name, &PostParams::default(), &lease).await.map(|_| ())
-        }
-        .await;
+        })
+        .await
+        .unwrap_or_else(|_| {
+            let message = format!("no answer within {} s", RELEASE_BOUND.as_secs());
+            Err(kube::Error::Service(message.into()))
+        });
         match result {
             Ok(()) => tracing::info!(lease = %self.election.name, "leadership released"),
             Err(e) => {
-                tracing::warn!(error = %e, "releasing the leader lease failed; it runs out on its own")
+                tracing::warn!(error = %e, lease = %self.election.name, "releasing the leader lease failed; it runs out on its own")
             }
         }
     }

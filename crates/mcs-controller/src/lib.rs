@@ -23,5 +23,6 @@ pub mod metrics;
 pub mod rbac;
 pub mod registration;
 pub mod run;
+pub mod watch;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

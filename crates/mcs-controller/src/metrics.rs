@@ -20,6 +20,9 @@ pub const CLUSTER_LEASE_AGE: &str = "mcs_controller_cluster_lease_age_seconds";
 pub const CLUSTER_LEASE_LOSSES: &str = "mcs_controller_cluster_lease_losses_total";
 /// Cluster registrations (the first and each after a loss).
 pub const CLUSTER_REGISTRATIONS: &str = "mcs_controller_cluster_registrations_total";
+/// Objects a watch skipped because they do not decode, by `kind`
+/// (each is logged at WARN with its namespace and name).
+pub const UNDECODABLE_OBJECTS: &str = "mcs_controller_undecodable_objects_total";
 /// Always 1; label `version` names the build.
 pub const BUILD_INFO: &str = "mcs_controller_build_info";
 
@@ -43,7 +46,8 @@ pub const IMPORTS: &str = "mcs_controller_imports";
 /// Seconds from a changed list of imports arriving from the registry to its
 /// objects written (only lists that led to writes).
 pub const IMPORT_SYNC_SECONDS: &str = "mcs_controller_import_sync_seconds";
-/// Imports skipped because their namespace does not exist here (per reconcile).
+/// Imports skipped because their namespace does not exist here or is
+/// being deleted (per reconcile).
 pub const IMPORT_NAMESPACE_MISSING: &str = "mcs_controller_import_namespace_missing_total";
 /// 1 while the importer sees the registry reachable and its list complete.
 pub const IMPORT_REGISTRY_AVAILABLE: &str = "mcs_controller_import_registry_available";
@@ -65,6 +69,11 @@ pub fn describe() {
     );
     describe_counter!(CLUSTER_LEASE_LOSSES, Unit::Count, "Cluster leases lost.");
     describe_counter!(CLUSTER_REGISTRATIONS, Unit::Count, "Cluster registrations.");
+    describe_counter!(
+        UNDECODABLE_OBJECTS,
+        Unit::Count,
+        "Objects a watch skipped because they do not decode, by kind."
+    );
     describe_gauge!(BUILD_INFO, "Always 1; label version names the build.");
     describe_gauge!(EXPORTS, Unit::Count, "ServiceExports, by condition and status.");
     describe_counter!(IMPORT_OBJECTS_WRITTEN, Unit::Count, "Objects the importer wrote, by kind.");
@@ -84,7 +93,7 @@ pub fn describe() {
     describe_counter!(
         IMPORT_NAMESPACE_MISSING,
         Unit::Count,
-        "Imports skipped because their namespace does not exist."
+        "Imports skipped because their namespace does not exist or is being deleted."
     );
     describe_gauge!(
         IMPORT_REGISTRY_AVAILABLE,

@@ -5,14 +5,25 @@
 //! two replicas ever write at once, and the term's clients refuse every
 //! write once its renew deadline passed ([`crate::fence`]); SIGTERM ends the
 //! term, releases the Lease and exits 0 without withdrawing anything
-//! (docs/design.md §13).
+//! (docs/design.md §13), within [`STOP_GRACE`] + [`leader::RELEASE_BOUND`] +
+//! [`SERVER_STOP`]: tasks still running after the grace (a reconcile waiting
+//! on the API server, a controller waiting for a watch that cannot list)
+//! are aborted.
 
 use crate::config::Config;
 use crate::leader::Election;
 use crate::{Context, fence, health, identity, leader, registration};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// How long the term's tasks have to stop once it ends (reconciles in
+/// flight finish), before they are aborted.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long the metrics server has to close its connections on the way out.
+pub const SERVER_STOP: Duration = Duration::from_secs(1);
 
 /// Runs until SIGTERM/SIGINT (`Ok`) or a failure (`Err`).
 pub async fn run(config: Config) -> anyhow::Result<()> {
@@ -45,7 +56,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         duration: config.lease_duration,
     };
     let Some(leadership) = election.acquire(kube.clone(), &cancel).await? else {
-        let _ = server.await;
+        stop_server(server).await;
         return Ok(());
     };
     let term = cancel.child_token();
@@ -65,7 +76,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         registrations,
         cluster_lease_secs: Default::default(),
     });
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = JoinSet::new();
     let incarnation = ctx.incarnation.clone();
     let lease_secs = ctx.cluster_lease_secs.clone();
     let hold = registration::hold(
@@ -96,14 +107,38 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         },
     };
     term.cancel();
-    while tasks.join_next().await.is_some() {}
+    stop_tasks(tasks, STOP_GRACE).await;
     health::set_leading(false, false);
     if result.is_ok() {
         leadership.release().await;
     }
     cancel.cancel();
-    let _ = server.await;
+    stop_server(server).await;
     result
+}
+
+/// Waits `grace` for `tasks` to end (their token is cancelled), then
+/// aborts those still running: a reconcile waiting on the API server, or a
+/// kube-runtime controller waiting for a store that never fills (a watch
+/// that cannot list), must not keep a stopping process alive.
+async fn stop_tasks(mut tasks: JoinSet<anyhow::Result<()>>, grace: Duration) {
+    let stopped =
+        tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    if stopped.is_err() {
+        tracing::warn!(
+            tasks = tasks.len(),
+            grace_secs = grace.as_secs(),
+            "controller tasks did not stop in time: aborted"
+        );
+        tasks.shutdown().await;
+    }
+}
+
+/// Waits [`SERVER_STOP`] for the metrics server to end, then aborts it.
+async fn stop_server(mut server: tokio::task::JoinHandle<std::io::Result<()>>) {
+    if tokio::time::timeout(SERVER_STOP, &mut server).await.is_err() {
+        server.abort();
+    }
 }
 
 async fn shutdown_on_signal(cancel: CancellationToken) {
@@ -115,4 +150,34 @@ async fn shutdown_on_signal(cancel: CancellationToken) {
     }
     tracing::info!("shutting down: exports stay registered");
     cancel.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 27 item 7 (before: the process waited for every task, and
+    /// the export controller never ended while its watch could not list).
+    #[tokio::test]
+    async fn tasks_that_do_not_stop_are_aborted_after_the_grace() {
+        const GRACE: Duration = Duration::from_millis(300);
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async { Ok(()) });
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn(async move {
+            let _dropped_on_abort = tx;
+            std::future::pending::<anyhow::Result<()>>().await
+        });
+        let started = std::time::Instant::now();
+        stop_tasks(tasks, GRACE).await;
+        let took = started.elapsed();
+        assert!(took >= GRACE && took < GRACE * 5, "{took:?}");
+        assert!(rx.await.is_err(), "the stuck task was aborted");
+
+        let mut tasks = JoinSet::new();
+        tasks.spawn(async { Ok(()) });
+        let started = std::time::Instant::now();
+        stop_tasks(tasks, Duration::from_secs(60)).await;
+        assert!(started.elapsed() < GRACE, "no wait when every task stopped");
+    }
 }

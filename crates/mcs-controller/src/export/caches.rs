@@ -57,7 +57,10 @@ impl Caches {
         let (services, writer) = reflector::store();
         let watch = reflector::reflector(
             writer,
-            watcher(Api::<Service>::all(kube.clone()), watcher::Config::default()),
+            crate::watch::tracked(
+                "Service",
+                watcher(Api::<Service>::all(kube.clone()), watcher::Config::default()),
+            ),
         )
         .default_backoff()
         .touched_objects()
@@ -73,9 +76,12 @@ impl Caches {
         let mut index = SliceIndex::default();
         let watch = reflector::reflector(
             writer,
-            watcher(
-                Api::<EndpointSlice>::all(kube.clone()),
-                watcher::Config::default().labels(&selector),
+            crate::watch::tracked(
+                "EndpointSlice",
+                watcher(
+                    Api::<EndpointSlice>::all(kube.clone()),
+                    watcher::Config::default().labels(&selector),
+                ),
             ),
         )
         .default_backoff()

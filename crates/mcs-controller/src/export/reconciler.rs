@@ -44,9 +44,10 @@ use crate::{Context, FIELD_MANAGER, metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
@@ -495,8 +496,16 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     let follower_stop = cancel.child_token();
     let follower = tokio::spawn(follow_registry(ex.clone(), changed_tx, follower_stop.clone()));
 
+    // Decoded object by object: one ServiceExport that does not decode
+    // must not stop the others (watch.rs).
+    let (store, writer) = reflector::store();
+    let exports = crate::watch::lenient::<ServiceExport>(
+        kube.clone(),
+        watcher::Config::default(),
+        "ServiceExport",
+    );
     let controller =
-        Controller::new(Api::<ServiceExport>::all(kube.clone()), watcher::Config::default())
+        Controller::for_stream(reflector::reflector(writer, exports).applied_objects(), store)
             .reconcile_on(triggers);
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {

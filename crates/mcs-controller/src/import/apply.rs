@@ -98,6 +98,7 @@ impl Stores {
         let slices_ours = watcher::Config::default()
             .labels(&format!("{}={MANAGED_BY}", plan::SLICE_MANAGED_BY_LABEL));
         let imports = reflect(
+            "ServiceImport (imported)",
             Api::all(client.clone()),
             ours.clone(),
             touched.clone(),
@@ -105,6 +106,7 @@ impl Stores {
             cancel,
         );
         let services = reflect(
+            "Service (imported)",
             Api::all(client.clone()),
             ours,
             touched.clone(),
@@ -112,6 +114,7 @@ impl Stores {
             cancel,
         );
         let slices = reflect(
+            "EndpointSlice (imported)",
             Api::all(client.clone()),
             slices_ours,
             touched.clone(),
@@ -119,6 +122,7 @@ impl Stores {
             cancel,
         );
         let namespaces = reflect(
+            "Namespace",
             Api::all(client.clone()),
             watcher::Config::default(),
             touched,
@@ -189,9 +193,11 @@ impl Stores {
     }
 }
 
-/// Runs a reflector of `api` into a new store, sending `touched(obj)` for
-/// each applied or deleted object and `All` after each re-list.
+/// Runs a reflector of `api` (the watch `name`, for readiness) into a new
+/// store, sending `touched(obj)` for each applied or deleted object and
+/// `All` after each re-list.
 fn reflect<K>(
+    name: &'static str,
     api: Api<K>,
     config: watcher::Config,
     tx: mpsc::UnboundedSender<Touched>,
@@ -204,7 +210,8 @@ where
     <K as Resource>::DynamicType: Default,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let watch = crate::watch::tracked(name, watcher(api, config));
+    let stream = reflector::reflector(writer, watch.default_backoff());
     let cancel = cancel.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -362,11 +369,34 @@ pub(crate) fn brief(error: &anyhow::Error) -> String {
     }
 }
 
+/// A sync the API server refused because the namespace is being deleted:
+/// it takes our objects with it, so there is nothing to retry.
+#[derive(Debug, thiserror::Error)]
+#[error("namespace {0} is being deleted")]
+pub struct NamespaceTerminating(pub String);
+
+/// Whether `error` is the API server refusing new content in a namespace
+/// being deleted: 403 with the cause `NamespaceTerminating` ("unable to
+/// create new content in namespace … because it is being terminated").
+pub fn namespace_terminating(error: &kube::Error) -> bool {
+    let kube::Error::Api(status) = error else { return false };
+    status.code == 403
+        && (status
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+            || status.message.contains("because it is being terminated"))
+}
+
 /// The failures of one sync. Each object is applied whatever became of
 /// the others (a ServiceImport the API server refuses must not freeze the
-/// slices); the sync then fails with all of them, and is retried.
+/// slices); the sync then fails with all of them, and is retried, unless
+/// the namespace is being deleted ([`NamespaceTerminating`]).
 #[derive(Debug, Default)]
-struct Failures(Vec<String>);
+struct Failures {
+    errors: Vec<String>,
+    terminating: bool,
+}
 
 impl Failures {
     /// The value of `result`, or `None` with its error recorded against `what`.
@@ -379,14 +409,21 @@ impl Failures {
             Ok(value) => return Some(value),
             Err(error) => error.into(),
         };
-        self.0.push(format!("{what}: {}", brief(&error)));
+        if error.downcast_ref::<kube::Error>().is_some_and(namespace_terminating) {
+            self.terminating = true;
+        } else {
+            self.errors.push(format!("{what}: {}", brief(&error)));
+        }
         None
     }
 
-    fn into_result(self) -> anyhow::Result<()> {
-        match self.0.len() {
+    fn into_result(self, namespace: &str) -> anyhow::Result<()> {
+        if self.terminating {
+            return Err(NamespaceTerminating(namespace.to_owned()).into());
+        }
+        match self.errors.len() {
             0 => Ok(()),
-            n => Err(anyhow::anyhow!("{n} object(s) not in step: {}", self.0.join("; "))),
+            n => Err(anyhow::anyhow!("{n} object(s) not in step: {}", self.errors.join("; "))),
         }
     }
 }
@@ -444,7 +481,7 @@ pub async fn sync(
     };
     let Some(mut si) = si else {
         // Nothing else can be owned before the ServiceImport exists.
-        failures.into_result()?;
+        failures.into_result(namespace)?;
         anyhow::bail!("ServiceImport {namespace}/{name} was not created");
     };
     let uid = si
@@ -505,7 +542,7 @@ pub async fn sync(
             outcome.deletes += 1;
         }
     }
-    failures.into_result()?;
+    failures.into_result(namespace)?;
     let ready = status
         .conditions
         .iter()
@@ -660,6 +697,51 @@ pub async fn mark_unavailable(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api_error(value: serde_json::Value) -> kube::Error {
+        kube::Error::Api(Box::new(serde_json::from_value(value).unwrap()))
+    }
+
+    /// Issue 27 item 8 (before: each such refusal was a WARN and a retry).
+    #[test]
+    fn a_refusal_of_a_namespace_being_deleted_is_recognised() {
+        // As kube-apiserver 1.37 answers a create in a terminating namespace.
+        let terminating = api_error(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "endpointslices.discovery.k8s.io \"web-east-ipv4-0\" is forbidden: unable to create new content in namespace demo because it is being terminated",
+            "reason": "Forbidden",
+            "details": {"name": "web-east-ipv4-0", "group": "discovery.k8s.io", "kind": "endpointslices",
+                "causes": [{"reason": "NamespaceTerminating", "message": "namespace demo is being terminated", "field": "metadata.namespace"}]},
+            "code": 403,
+        }));
+        assert!(namespace_terminating(&terminating));
+        // The message alone (an API server that gives no cause).
+        let message_only = api_error(serde_json::json!({
+            "message": "unable to create new content in namespace demo because it is being terminated",
+            "reason": "Forbidden", "code": 403,
+        }));
+        assert!(namespace_terminating(&message_only));
+        // Another 403, or the same cause under another code, is a failure.
+        let rbac = api_error(serde_json::json!({
+            "message": "endpointslices is forbidden: User \"x\" cannot create resource", "reason": "Forbidden", "code": 403,
+        }));
+        assert!(!namespace_terminating(&rbac));
+        let other_code = api_error(serde_json::json!({
+            "message": "x", "code": 409,
+            "details": {"causes": [{"reason": "NamespaceTerminating"}]},
+        }));
+        assert!(!namespace_terminating(&other_code));
+
+        let mut failures = Failures::default();
+        assert_eq!(failures.check("EndpointSlice demo/a", Err::<(), _>(terminating)), None);
+        let error = failures.into_result("demo").unwrap_err();
+        assert!(error.downcast_ref::<NamespaceTerminating>().is_some(), "{error:#}");
+        let mut failures = Failures::default();
+        failures.check("EndpointSlice demo/a", Err::<(), _>(rbac));
+        let error = failures.into_result("demo").unwrap_err();
+        assert!(error.downcast_ref::<NamespaceTerminating>().is_none());
+        assert!(error.to_string().contains("EndpointSlice demo/a: "), "{error}");
+    }
 
     #[test]
     fn objects_belong_to_the_service_their_label_names() {

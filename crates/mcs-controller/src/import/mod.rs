@@ -507,6 +507,14 @@ impl Importer {
                 }
                 outcome
             }
+            Err(error) if error.downcast_ref::<apply::NamespaceTerminating>().is_some() => {
+                // The namespace takes our objects with it; its watch event
+                // ends the syncs there (`namespace_usable`).
+                metrics::counter!(IMPORT_NAMESPACE_MISSING).increment(1);
+                tracing::debug!(namespace = %key.0, name = %key.1, "namespace being deleted: import skipped");
+                self.ready.remove(key);
+                Outcome::default()
+            }
             Err(error) => {
                 metrics::counter!(RECONCILES, "controller" => "import", "outcome" => "error")
                     .increment(1);
