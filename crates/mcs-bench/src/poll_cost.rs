@@ -355,6 +355,7 @@ pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     // moto answers a 100k-item query in seconds, one request at a time: no
     // attempt may time out and be retried (the meter would count it twice).
     config.attempt_timeout = Duration::from_secs(600);
+    config.operation_timeout = Duration::from_secs(3000);
     config.max_attempts = 1;
     let store = DynamoStore::from_sdk_config(
         &dynamo::sdk_config(Some(&meter.url), dynamo::REGION).await,

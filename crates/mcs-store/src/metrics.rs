@@ -10,7 +10,8 @@ use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 use std::time::Duration;
 
 /// Counter of storage requests, by `op` and `outcome` (`ok`, `refused` for a
-/// conditional write the rule refused, `error`).
+/// conditional write the rule refused, `timeout` for a call past its
+/// deadline, `error`).
 pub const REQUESTS_TOTAL: &str = "mcs_store_requests_total";
 /// Histogram of request latency in seconds (SDK retries included), by `op`.
 pub const REQUEST_DURATION_SECONDS: &str = "mcs_store_request_duration_seconds";
@@ -75,13 +76,13 @@ pub const SKIP_REASONS: [&str; 2] = ["payload_version", "undecodable"];
 /// sees the first error rather than a series appearing at 1.
 pub fn register_zero() {
     for op in READ_OPS {
-        for outcome in ["ok", "error"] {
+        for outcome in ["ok", "error", "timeout"] {
             counter!(REQUESTS_TOTAL, LABEL_OP => op, LABEL_OUTCOME => outcome).increment(0);
         }
         counter!(READ_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(0);
     }
     for op in WRITE_OPS {
-        for outcome in ["ok", "refused", "error"] {
+        for outcome in ["ok", "refused", "error", "timeout"] {
             counter!(REQUESTS_TOTAL, LABEL_OP => op, LABEL_OUTCOME => outcome).increment(0);
         }
         counter!(WRITE_CAPACITY_MILLIUNITS_TOTAL, LABEL_OP => op).increment(0);

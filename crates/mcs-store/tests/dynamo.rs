@@ -51,6 +51,7 @@ fn quick(mut config: DynamoConfig) -> DynamoConfig {
     // item near the 400 KB limit on a loaded machine; the production 10 s
     // would turn that wait into a spurious timeout.
     config.attempt_timeout = Duration::from_secs(60);
+    config.operation_timeout = Duration::from_secs(300);
     config
 }
 
@@ -362,6 +363,41 @@ async fn throttling_past_the_attempts_is_unavailable() {
     assert!(err.is_unavailable(), "{err:?}");
     assert_eq!(proxy.throttled(), 3, "every attempt was made");
     assert_eq!(proxy.forwarded(), 0);
+}
+
+/// Issue 23, item 6: a storage that accepts connections and never answers
+/// was silent for the SDK's five attempts of 10 s. Every call now has a
+/// deadline: past it the call fails as unavailable, counted as a `timeout`
+/// and naming the call, the table, region and endpoint.
+#[tokio::test]
+async fn a_hung_storage_times_out_within_the_call_deadline_and_says_so() {
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", hang.local_addr().unwrap());
+    let _accepted = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hang.accept().await {
+            held.push(socket);
+        }
+    });
+    let recorder = mcs_testkit::metrics::MemoryRecorder::global();
+    let mut config = quick(DynamoConfig::new("hung"));
+    config.endpoint = Some(url.clone());
+    config.attempt_timeout = Duration::from_millis(400);
+    config.operation_timeout = Duration::from_secs(1);
+    let store = DynamoStore::from_sdk_config(&sdk_config(None).await, config).unwrap();
+    let before = recorder.counter("mcs_store_requests_total{op=query_changes,outcome=timeout}");
+    let started = std::time::Instant::now();
+    let err = store.read_changed_since(0).await.unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(elapsed < Duration::from_secs(5), "the deadline held: {elapsed:?}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("query_changes on table hung in us-east-1 at {url}")), "{text}");
+    assert!(text.to_lowercase().contains("timeout") || text.contains("timed out"), "{text}");
+    assert!(
+        recorder.counter("mcs_store_requests_total{op=query_changes,outcome=timeout}") > before,
+        "counted as a timeout"
+    );
 }
 
 /// A role without `UpdateItem` (a rollout that missed the policy change):

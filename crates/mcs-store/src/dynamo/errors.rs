@@ -73,6 +73,30 @@ impl fmt::Display for Target {
     }
 }
 
+/// A failed SDK call `op` on `target`, begun at `started`: recorded in
+/// `mcs_store_requests_total` (outcome `timeout` when the call ran out of
+/// time, else `error`), a timeout also logged at WARN with the call, the
+/// table, region and endpoint and the time it took; then
+/// [`from_sdk`]'s error.
+pub(crate) fn failed<E>(
+    op: &'static str,
+    target: &Target,
+    started: std::time::Instant,
+    err: SdkError<E, HttpResponse>,
+) -> StoreError
+where
+    E: ProvideErrorMetadata + Error + Send + Sync + 'static,
+{
+    let timed_out = matches!(err, SdkError::TimeoutError(_));
+    super::record_request_metrics(op, started, if timed_out { "timeout" } else { "error" });
+    let error = from_sdk(op, target, err);
+    if timed_out {
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        tracing::warn!(op, table = %target.table, region = %target.region, endpoint = %target.endpoint, elapsed_ms, %error, "storage call timed out");
+    }
+    error
+}
+
 /// The kind of a failed SDK call `op` on `target`, with a one-line message.
 pub(crate) fn from_sdk<E>(op: &str, target: &Target, err: SdkError<E, HttpResponse>) -> StoreError
 where

@@ -428,10 +428,7 @@ pub(crate) async fn read_schema(
         .return_consumed_capacity(super::CAPACITY)
         .send()
         .await
-        .map_err(|e| {
-            super::record_request_metrics(OP, started, "error");
-            errors::from_sdk(OP, target, e)
-        })?;
+        .map_err(|e| errors::failed(OP, target, started, e))?;
     super::record_request_metrics(OP, started, "ok");
     if let Some(units) = out.consumed_capacity().and_then(|c| c.capacity_units()) {
         crate::metrics::read_units(OP, units);
@@ -515,10 +512,7 @@ async fn record_version(
             super::record_request_metrics(OP, started, "refused");
             Ok(())
         }
-        Err(e) => {
-            super::record_request_metrics(OP, started, "error");
-            Err(errors::from_sdk(OP, target, e))
-        }
+        Err(e) => Err(errors::failed(OP, target, started, e)),
     }
 }
 

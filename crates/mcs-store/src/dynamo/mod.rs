@@ -69,6 +69,9 @@ pub struct DynamoConfig {
     pub initial_backoff: Duration,
     /// Time limit of one attempt.
     pub attempt_timeout: Duration,
+    /// Time limit of a whole call, its retries included: past it the call
+    /// fails as unavailable, outcome `timeout`, logged.
+    pub operation_timeout: Duration,
     /// Time limit of establishing a connection.
     pub connect_timeout: Duration,
 }
@@ -76,7 +79,7 @@ pub struct DynamoConfig {
 impl DynamoConfig {
     /// Defaults for `table`: 4 scan segments, one day of retention, 5
     /// attempts from 50 ms of backoff (DynamoDB's usual base, below the
-    /// SDK's generic 1 s), 10 s per attempt, 3 s to connect.
+    /// SDK's generic 1 s), 10 s per attempt, 20 s per call, 3 s to connect.
     pub fn new(table: impl Into<String>) -> Self {
         Self {
             table: table.into(),
@@ -87,6 +90,7 @@ impl DynamoConfig {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(50),
             attempt_timeout: Duration::from_secs(10),
+            operation_timeout: Duration::from_secs(20),
             connect_timeout: Duration::from_secs(3),
         }
     }
@@ -141,6 +145,7 @@ impl DynamoStore {
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(config.connect_timeout)
             .operation_attempt_timeout(config.attempt_timeout)
+            .operation_timeout(config.operation_timeout)
             .build();
         let mut builder = aws_sdk_dynamodb::config::Builder::from(sdk)
             .retry_config(retry)

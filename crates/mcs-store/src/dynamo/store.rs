@@ -118,10 +118,7 @@ impl DynamoStore {
                 .return_consumed_capacity(CAPACITY)
                 .send()
                 .await;
-            let out = out.map_err(|e| {
-                record_request_metrics(OP, started, "error");
-                errors::from_sdk(OP, &self.target, e)
-            })?;
+            let out = out.map_err(|e| errors::failed(OP, &self.target, started, e))?;
             record_request_metrics(OP, started, "ok");
             record_reads(OP, out.consumed_capacity());
             items.extend(out.items.unwrap_or_default());
@@ -239,8 +236,7 @@ impl Store for DynamoStore {
                     let old = refused.item().cloned();
                     return self.explain_refusal(old, record, now_ms).await;
                 }
-                record_request_metrics(OP, started, "error");
-                Err(errors::from_sdk(OP, &self.target, err))
+                Err(errors::failed(OP, &self.target, started, err))
             }
         }
     }
@@ -308,8 +304,7 @@ impl Store for DynamoStore {
                     record_request_metrics(OP, started, "refused");
                     return Ok(None);
                 }
-                record_request_metrics(OP, started, "error");
-                match errors::from_sdk(OP, &self.target, err) {
+                match errors::failed(OP, &self.target, started, err) {
                     // Not transient (an UpdateItem the role may not make,
                     // say): the caller's put writes the renewal as before,
                     // which readers at any version learn from the feed.
@@ -425,10 +420,7 @@ async fn scan_segment<T>(
         let Some(page) = pages.next().await else {
             break;
         };
-        let page = page.map_err(|e| {
-            record_request_metrics(OP, started, "error");
-            errors::from_sdk(OP, &target, e)
-        })?;
+        let page = page.map_err(|e| errors::failed(OP, &target, started, e))?;
         record_request_metrics(OP, started, "ok");
         record_reads(OP, page.consumed_capacity());
         let items = page.items.unwrap_or_default();
@@ -550,10 +542,7 @@ async fn query_items(
         let Some(page) = pages.next().await else {
             break;
         };
-        let page = page.map_err(|e| {
-            record_request_metrics(op, started, "error");
-            errors::from_sdk(op, target, e)
-        })?;
+        let page = page.map_err(|e| errors::failed(op, target, started, e))?;
         record_request_metrics(op, started, "ok");
         record_reads(op, page.consumed_capacity());
         items.extend(page.items.unwrap_or_default());
