@@ -399,6 +399,10 @@ async fn conflicts_are_raised_as_the_mcs_api_defines_them_and_the_import_stays_v
     }
     // Issue 23, item 10: `kubectl get` shows what matters (the API server's
     // own Table rendering, as kubectl asks for it); before: NAME and AGE.
+    // The upstream CRDs print their own columns.
+    if mcs_tests::controller::Crds::from_env() != mcs_tests::controller::Crds::Ours {
+        return;
+    }
     let import = table(east, "serviceimports", "conf").await;
     let ip = imports(east).get("conf").await.unwrap().spec.ips[0].clone();
     assert_eq!(import.get("Type").map(String::as_str), Some("ClusterSetIP"), "{import:?}");
