@@ -119,6 +119,7 @@ pub struct LeaseHandle {
     lease: Lease,
     events: mpsc::UnboundedReceiver<LeaseEvent>,
     renewed: watch::Receiver<Instant>,
+    continued: watch::Receiver<Option<Instant>>,
     cancel: CancellationToken,
     task: JoinHandle<Registration>,
 }
@@ -132,6 +133,15 @@ impl LeaseHandle {
     /// When the lease was last granted (registered or renewed).
     pub fn last_renewed(&self) -> Instant {
         *self.renewed.borrow()
+    }
+
+    /// When a renewal last found the lease as the keeper left it (the
+    /// registry's `renewed: true`, or any renewal of a pool or router);
+    /// `None` before the first. A registry that lost its state answers its
+    /// first renewal after that with `Regained`, never here: so a list read
+    /// before this instant came from a registry that still held the lease.
+    pub fn last_continued(&self) -> Option<Instant> {
+        *self.continued.borrow()
     }
 
     /// The next event (losses and regains), waiting for one.
@@ -172,10 +182,25 @@ impl Client {
         let (lease, _) = self.retrying(|| registration.register_once(self)).await?;
         let (tx, events) = mpsc::unbounded_channel();
         let (renewed_tx, renewed) = watch::channel(Instant::now());
+        let (continued_tx, continued) = watch::channel(None);
         let cancel = CancellationToken::new();
-        let keeper = Keeper { events: tx, renewed: renewed_tx, cancel: cancel.clone() };
+        let keeper = Keeper {
+            events: tx,
+            renewed: renewed_tx,
+            continued: continued_tx,
+            cancel: cancel.clone(),
+        };
         let task = tokio::spawn(renew(self.clone(), registration.clone(), lease, keeper));
-        Ok(LeaseHandle { client: self.clone(), registration, lease, events, renewed, cancel, task })
+        Ok(LeaseHandle {
+            client: self.clone(),
+            registration,
+            lease,
+            events,
+            renewed,
+            continued,
+            cancel,
+            task,
+        })
     }
 }
 
@@ -183,6 +208,7 @@ impl Client {
 struct Keeper {
     events: mpsc::UnboundedSender<LeaseEvent>,
     renewed: watch::Sender<Instant>,
+    continued: watch::Sender<Option<Instant>>,
     cancel: CancellationToken,
 }
 
@@ -192,7 +218,7 @@ async fn renew(
     mut lease: Lease,
     keeper: Keeper,
 ) -> Registration {
-    let Keeper { events, renewed, cancel } = keeper;
+    let Keeper { events, renewed, continued: continued_at, cancel } = keeper;
     let mut attempts = Attempts::new(client.config().backoff);
     let mut renewed_at = Instant::now();
     let mut lost = false;
@@ -214,6 +240,8 @@ async fn renew(
                 } else if !continued {
                     tracing::warn!("the registry no longer held the record: registered anew");
                     let _ = events.send(LeaseEvent::Regained { lease });
+                } else {
+                    continued_at.send_replace(Some(renewed_at));
                 }
                 wait = heartbeat(lease);
                 continue;

@@ -33,6 +33,10 @@ pub struct Context {
     /// The cluster lease's duration in seconds as the registry last granted
     /// it; 0 before the first registration.
     pub cluster_lease_secs: Arc<AtomicU64>,
+    /// When a renewal of the cluster's lease last found it held as the
+    /// keeper left it (`mcs_client::LeaseHandle::last_continued`): a list
+    /// read before then came from a registry that had not lost its state.
+    pub continued_renewal: watch::Receiver<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for Context {

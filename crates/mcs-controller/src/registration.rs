@@ -21,6 +21,7 @@ pub async fn hold(
     cluster_id: Label,
     incarnation: Incarnation,
     registrations: watch::Sender<u64>,
+    continued: watch::Sender<Option<tokio::time::Instant>>,
     lease_secs: Arc<AtomicU64>,
     cancel: CancellationToken,
 ) {
@@ -54,6 +55,10 @@ pub async fn hold(
             _ = cancel.cancelled() => break,
             _ = tick.tick() => {
                 metrics::gauge!(CLUSTER_LEASE_AGE).set(handle.last_renewed().elapsed().as_secs_f64());
+                continued.send_if_modified(|at| {
+                    let now = handle.last_continued().map(tokio::time::Instant::from_std);
+                    std::mem::replace(at, now) != now
+                });
             }
             event = handle.event() => match event {
                 Some(LeaseEvent::Lost { reason }) => {

@@ -67,6 +67,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     fenced.write_fence = Some(Arc::new(leadership.guard.clone()));
     let registry = mcs_client::Client::new(fenced)?;
     let (registrations_tx, registrations) = watch::channel(0);
+    let (continued_tx, continued_renewal) = watch::channel(None);
     let ctx = Arc::new(Context {
         kube,
         registry: registry.clone(),
@@ -75,6 +76,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         settings: config.settings.clone(),
         registrations,
         cluster_lease_secs: Default::default(),
+        continued_renewal,
     });
     let mut tasks = JoinSet::new();
     let incarnation = ctx.incarnation.clone();
@@ -84,6 +86,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         cluster_id,
         incarnation,
         registrations_tx,
+        continued_tx,
         lease_secs,
         term.clone(),
     );

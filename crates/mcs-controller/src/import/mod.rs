@@ -61,6 +61,24 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 const REMOVAL_HOLD_SHARE: f64 = 0.5;
 /// The removal hold's window before the cluster's lease is known.
 const REMOVAL_HOLD_DEFAULT: Duration = Duration::from_secs(30);
+/// How often a removal waiting for this cluster's next renewal is looked
+/// at again.
+const REMOVAL_RECHECK: Duration = Duration::from_secs(1);
+/// [`Importer::removal_confirmed`]: a list that `arrived`, a renewal that
+/// found the lease held at `continued`, a hold's `window`.
+fn removal_confirmed(
+    arrived: Option<Instant>,
+    continued: Option<Instant>,
+    window: Duration,
+    now: Instant,
+) -> Result<(), Instant> {
+    let Some(arrived) = arrived else { return Ok(()) };
+    if continued.is_some_and(|at| at > arrived) || now >= arrived + window {
+        return Ok(());
+    }
+    Err(now + REMOVAL_RECHECK)
+}
+
 /// The longest removal hold a granted lease gives.
 const REMOVAL_HOLD_MAX: Duration = Duration::from_secs(300);
 
@@ -189,6 +207,8 @@ struct Importer {
     cluster_families: Vec<mcs_api::IpFamily>,
     /// Holds a wave of removals back.
     hold: RemovalHold,
+    /// When the latest complete list arrived.
+    latest_arrived: Option<Instant>,
 }
 
 impl Importer {
@@ -211,7 +231,19 @@ impl Importer {
                 share: REMOVAL_HOLD_SHARE,
                 window: REMOVAL_HOLD_DEFAULT,
             }),
+            latest_arrived: None,
         }
+    }
+
+    /// Whether a removal the latest list asks for may go: once a renewal of
+    /// this cluster's lease after the list found the lease held (so the
+    /// list came from a registry that had not lost its state; one that had
+    /// answers that renewal `renewed: false`, and the hold begins instead),
+    /// or, without such a renewal, once a hold's window has passed since
+    /// the list. `Err` gives when to look again.
+    fn removal_confirmed(&self, now: Instant) -> Result<(), Instant> {
+        let continued = *self.ctx.continued_renewal.borrow();
+        removal_confirmed(self.latest_arrived, continued, self.hold_window(), now)
     }
 
     /// The window of a removal hold: the flag's, else the cluster's lease
@@ -296,6 +328,7 @@ impl Importer {
             "imports changed"
         );
         if list.complete {
+            self.latest_arrived = Some(arrived);
             self.judge_removals(&list);
             self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
             self.latest = Some(list);
@@ -473,6 +506,14 @@ impl Importer {
                 self.pending.insert(key.clone(), until);
                 Ok((Outcome::default(), self.ready.get(key).cloned()))
             }
+            None if *state == RegistryState::Available
+                && let Err(again) = self.removal_confirmed(Instant::now()) =>
+            {
+                // Kept until this cluster's next renewal vouches for the
+                // list (design.md §13, "A registry that forgot").
+                self.pending.insert(key.clone(), again);
+                Ok((Outcome::default(), self.ready.get(key).cloned()))
+            }
             None if *state == RegistryState::Available => {
                 match apply::remove(&kube, &self.stores, key).await {
                     Ok(outcome) => {
@@ -633,6 +674,25 @@ mod tests {
             BTreeSet::from([key("a", "edited"), key("b", "gone"), key("c", "new")])
         );
         assert!(changed_keys(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn a_removal_waits_for_a_renewal_after_its_list_or_a_window() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let window = s(30);
+        // No list yet, or a renewal after the list: remove.
+        assert_eq!(removal_confirmed(None, None, window, t0), Ok(()));
+        assert_eq!(removal_confirmed(Some(t0), Some(t0 + s(1)), window, t0 + s(2)), Ok(()));
+        // A renewal before the list, or at its instant, or none: wait a
+        // second and look again.
+        for continued in [None, Some(t0 - s(1)), Some(t0)] {
+            let now = t0 + s(5);
+            assert_eq!(removal_confirmed(Some(t0), continued, window, now), Err(now + s(1)));
+        }
+        // Without a renewal, a window after the list at most.
+        assert_eq!(removal_confirmed(Some(t0), None, window, t0 + window), Ok(()));
+        assert!(removal_confirmed(Some(t0), None, window, t0 + window - s(1)).is_err());
     }
 
     #[test]
