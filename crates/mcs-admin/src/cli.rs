@@ -254,9 +254,11 @@ pub struct GcArgs {
 /// `diff`.
 #[derive(Debug, Clone, Args)]
 pub struct DiffArgs {
-    /// Region of the other replica.
+    /// Region of the other replica (default: --region). At least one of
+    /// --other-region, --other-table and --other-endpoint names the other
+    /// replica.
     #[arg(long, env = "MCS_OTHER_REGION")]
-    pub other_region: String,
+    pub other_region: Option<String>,
 
     /// Endpoint of the other replica (default: --dynamodb-endpoint).
     #[arg(long, env = "MCS_OTHER_ENDPOINT")]
@@ -325,7 +327,7 @@ mod tests {
                 "ls" => vec!["mcs-admin", "ls", "pools"],
                 "get" => vec!["mcs-admin", "get", "pool", "k"],
                 "restore" => vec!["mcs-admin", "restore", "-"],
-                "diff" => vec!["mcs-admin", "diff", "--other-region", "r"],
+                "diff" => vec!["mcs-admin", "diff"],
                 name => vec!["mcs-admin", name],
             };
             let parsed = Cli::try_parse_from(&argv).unwrap();
@@ -339,7 +341,6 @@ mod tests {
             &["mcs-admin"][..],
             &["mcs-admin", "ls", "things"],
             &["mcs-admin", "get", "pool"],
-            &["mcs-admin", "diff"],
             &["mcs-admin", "-o", "xml", "describe"],
         ] {
             assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");

@@ -1,4 +1,4 @@
-//! `diff --other-region R`: reads two replicas of the table (two regions of
+//! `diff [--other-region R] [--other-table T] [--other-endpoint E]`: reads two replicas of the table (two regions of
 //! a global table, or any two tables), builds both views at one instant, and
 //! compares them section by section: fingerprints first, then the keys
 //! served only here, only there, or with different content. Exit 0 when
@@ -43,9 +43,18 @@ struct Comparison {
 
 pub(super) async fn run(global: &GlobalArgs, args: &DiffArgs) -> anyhow::Result<Exit> {
     let here = Location::of(global)?;
+    if args.other_region.is_none() && args.other_table.is_none() && args.other_endpoint.is_none() {
+        return Err(crate::UsageError {
+            kind: clap::error::ErrorKind::MissingRequiredArgument,
+            message: "diff needs the other replica: --other-region (MCS_OTHER_REGION), \
+                      --other-table (MCS_OTHER_TABLE) or --other-endpoint (MCS_OTHER_ENDPOINT)"
+                .to_owned(),
+        }
+        .into());
+    }
     let there = Location {
         table: args.other_table.clone().unwrap_or_else(|| here.table.clone()),
-        region: Some(args.other_region.clone()),
+        region: args.other_region.clone().or_else(|| here.region.clone()),
         endpoint: args.other_endpoint.clone().or_else(|| here.endpoint.clone()),
         connect_timeout: here.connect_timeout,
     };

@@ -84,4 +84,15 @@ async fn diff_of_equal_then_different_replicas() {
         "{}",
         missing.stderr
     );
+
+    // Issue 23, item 13: another table of the same region, without naming
+    // the region again (before: --other-region was required).
+    let copy = here.other(&format!("{}-copy", here.table), "us-east-1").await;
+    copy.migrate().await;
+    here.replicate_to(&copy).await;
+    let run = here.admin(&["diff", "--other-table", &copy.table]).expect(0);
+    assert!(run.stdout.contains(&format!("there: {} (us-east-1)", copy.table)), "{}", run.stdout);
+    // Nothing names another replica: a usage error naming the flags.
+    let none = here.admin(&["diff"]).expect(2);
+    assert!(none.stderr.contains("--other-region"), "{}", none.stderr);
 }
