@@ -157,3 +157,31 @@ async fn the_readme_commands_run_side_by_side() {
     }
     let _ = std::fs::remove_dir_all(&shims);
 }
+
+/// Issue 23, item 13: `--version` names the commit (before: the package
+/// version alone), for each of the three binaries.
+#[test]
+fn every_binary_names_its_commit() {
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(mcs_tests::workspace_root())
+        .output()
+        .expect("git");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    assert_eq!(head.len(), 12, "a git checkout: {head:?}");
+    let bins = mcs_tests::controller_binaries!();
+    for (name, bin) in [
+        ("mcs-registry", bins.registry),
+        ("mcs-controller", bins.controller),
+        ("mcs-admin", mcs_tests::binaries!().admin),
+    ] {
+        let out = std::process::Command::new(&bin).arg("--version").output().expect("--version");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text.trim(),
+            format!("{name} {} (commit {head})", env!("CARGO_PKG_VERSION")),
+            "{}",
+            bin.display()
+        );
+    }
+}

@@ -15,10 +15,15 @@ use std::path::PathBuf;
 ///
 /// Exit codes: 0 ok, 1 a problem was found or the operation failed, 2 usage
 /// error.
+/// `--version`: the package's version and the commit it was built from
+/// (`MCS_GIT_COMMIT`, set by `crates/build_commit.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MCS_GIT_COMMIT"), ")");
+
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "mcs-admin",
-    version,
+    version = VERSION,
     about,
     long_about = None,
     after_help = "Exit codes: 0 ok, 1 a problem was found or the operation failed, 2 usage error."

@@ -8,9 +8,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `--version`: the package's version and the commit it was built from
+/// (`MCS_GIT_COMMIT`, set by `crates/build_commit.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MCS_GIT_COMMIT"), ")");
+
 /// `mcs-controller`: runs the controller, or prints what deploying it needs.
 #[derive(Debug, Parser)]
-#[command(name = "mcs-controller", version, about, args_conflicts_with_subcommands = true)]
+#[command(name = "mcs-controller", version = VERSION, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// Something to print instead of running.
     #[command(subcommand)]

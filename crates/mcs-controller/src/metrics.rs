@@ -74,7 +74,7 @@ pub fn describe() {
         Unit::Count,
         "Objects a watch skipped because they do not decode, by kind."
     );
-    describe_gauge!(BUILD_INFO, "Always 1; label version names the build.");
+    describe_gauge!(BUILD_INFO, "Always 1; labels version and commit name the build.");
     describe_gauge!(EXPORTS, Unit::Count, "ServiceExports, by condition and status.");
     describe_counter!(IMPORT_OBJECTS_WRITTEN, Unit::Count, "Objects the importer wrote, by kind.");
     describe_counter!(
@@ -133,7 +133,8 @@ pub fn install() -> PrometheusHandle {
             let _ = metrics::set_global_recorder(recorder);
             describe();
             process().describe();
-            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => env!("MCS_GIT_COMMIT"))
+                .set(1.0);
             metrics::gauge!(LEADER).set(0.0);
             handle
         })

@@ -85,9 +85,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--version`: the package's version and the commit it was built from
+/// (`MCS_GIT_COMMIT`, set by `crates/build_commit.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MCS_GIT_COMMIT"), ")");
+
 /// mcs-registry: the multi-cluster service registry.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "mcs-registry", version, about)]
+#[command(name = "mcs-registry", version = VERSION, about)]
 pub struct Args {
     /// Address of the HTTP API.
     #[arg(long, env = "MCS_LISTEN", default_value = "0.0.0.0:8080")]

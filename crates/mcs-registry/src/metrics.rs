@@ -126,7 +126,7 @@ pub fn install() -> PrometheusHandle {
             metrics::gauge!(
                 BUILD_INFO,
                 "version" => env!("CARGO_PKG_VERSION"),
-                "commit" => option_env!("MCS_GIT_COMMIT").unwrap_or("unknown")
+                "commit" => env!("MCS_GIT_COMMIT")
             )
             .set(1.0);
             handle
