@@ -132,11 +132,15 @@ impl State {
         conditions_in(self.view.as_ref(), self.sent.get(id), id).to_vec()
     }
 
-    /// Takes in a registry list; the exports of `cluster` whose
-    /// conditions as [`registry_conditions`](Self::registry_conditions)
-    /// gives them changed (only those need a reconcile: a view that only
-    /// confirms what a send's reply said, or that changes another
-    /// export, changes nothing of theirs), sorted.
+    /// Takes in a registry list; the exports of `cluster` that need a
+    /// reconcile, sorted: those sent whose conditions as
+    /// [`registry_conditions`](Self::registry_conditions) gives them
+    /// changed (a view that only confirms what a send's reply said, or
+    /// that changes another export, changes nothing of theirs), and those
+    /// not sent (a send that failed, or timed out but may have landed)
+    /// whose copy in the registry appeared or changed: the registry
+    /// answers again, so their send is tried again without waiting out
+    /// its backoff.
     pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> Vec<Id> {
         let exports: HashMap<Id, (String, Vec<Condition>)> = list
             .exports
@@ -158,6 +162,17 @@ impl State {
             })
             .map(|(id, _)| id.clone())
             .collect();
+        if let Some(new) = new {
+            changed.extend(
+                new.exports
+                    .iter()
+                    .filter(|(id, held)| {
+                        !self.sent.contains_key(*id)
+                            && old.as_ref().and_then(|o| o.exports.get(*id)) != Some(*held)
+                    })
+                    .map(|(id, _)| id.clone()),
+            );
+        }
         changed.sort();
         changed
     }

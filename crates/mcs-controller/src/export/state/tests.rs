@@ -139,9 +139,14 @@ fn the_view_reports_the_exports_whose_registry_conditions_changed() {
         )
         .is_empty()
     );
-    // Exports never sent (or forgotten) have no registry conditions.
+    // An export not sent (its send failed or timed out) is looked at again
+    // when its copy in the registry appears or changes: the send may have
+    // landed, and the registry answers again.
     st.forget(&web);
-    assert!(st.take_view(&east(), list(true, vec![])).is_empty());
+    let landed = list(true, vec![export("east", "web", spec(82), vec![port.clone()])]);
+    assert_eq!(st.take_view(&east(), landed.clone()), vec![web.clone()]);
+    assert!(st.take_view(&east(), landed).is_empty(), "unchanged");
+    assert!(st.take_view(&east(), list(true, vec![])).is_empty(), "gone: nothing to send");
 }
 
 #[test]
