@@ -4,7 +4,7 @@
 
 use super::build::content_hash;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Shown;
-use mcs_api::{Condition, ExportList, Label};
+use mcs_api::{Condition, ExportList, ExportSpec, Label};
 use std::collections::HashMap;
 
 /// A ServiceExport's namespace and name.
@@ -23,11 +23,12 @@ struct Sent {
 }
 
 /// This cluster's exports in the registry's view (`GET /v1/exports`):
-/// content hash and conditions of each.
+/// content hash, conditions and content of each (the content, so that the
+/// next list's unchanged exports are not hashed again).
 #[derive(Debug, Clone, Default)]
 struct View {
     complete: bool,
-    exports: HashMap<Id, (String, Vec<Condition>)>,
+    exports: HashMap<Id, (String, Vec<Condition>, ExportSpec)>,
 }
 
 /// A write of this controller that the ServiceExport store may not show
@@ -80,7 +81,7 @@ impl State {
     pub fn needs_send(&mut self, id: &Id, hash: &str, registration: u64) -> bool {
         let epoch = self.epoch;
         let drifted = match &self.view {
-            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _)| h != hash),
+            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _, _)| h != hash),
             _ => true,
         };
         match self.sent.get_mut(id) {
@@ -142,17 +143,21 @@ impl State {
     /// answers again, so their send is tried again without waiting out
     /// its backoff.
     pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> Vec<Id> {
-        let exports: HashMap<Id, (String, Vec<Condition>)> = list
+        let old = self.view.take();
+        let exports = list
             .exports
             .into_iter()
             .filter(|e| e.cluster_id == *cluster)
             .map(|e| {
                 let id = (e.namespace.to_string(), e.name.to_string());
-                (id, (content_hash(&e.spec), e.conditions))
+                let hash = match old.as_ref().and_then(|v| v.exports.get(&id)) {
+                    Some((hash, _, spec)) if *spec == e.spec => hash.clone(),
+                    _ => content_hash(&e.spec),
+                };
+                (id, (hash, e.conditions, e.spec))
             })
             .collect();
-        let new = View { complete: list.complete, exports };
-        let old = self.view.replace(new);
+        self.view = Some(View { complete: list.complete, exports });
         let new = self.view.as_ref();
         let mut changed: Vec<Id> = self
             .sent
@@ -303,7 +308,7 @@ impl State {
 fn conditions_in<'a>(view: Option<&'a View>, sent: Option<&'a Sent>, id: &Id) -> &'a [Condition] {
     let Some(sent) = sent else { return &[] };
     match view.and_then(|v| v.exports.get(id)) {
-        Some((hash, conditions)) if *hash == sent.hash => conditions,
+        Some((hash, conditions, _)) if *hash == sent.hash => conditions,
         _ => &sent.conditions,
     }
 }
