@@ -10,12 +10,23 @@
 //! scripts/with-moto.sh cargo bench -p mcs-tests --bench controller_export_cost [-- FIRST]
 //! ```
 //!
+//! FIRST (default 100) exports first, then 4 × FIRST more: `-- 200` makes
+//! 1,000 in all. `cargo bench` builds the controller it runs (the
+//! `mcs-controller-for-tests` binary of this package) with the bench
+//! profile, an optimized release build; `--profile dev` gives a debug one.
+//!
 //! One real API server (scripts/k8s-env), the registry on DynamoDB (moto)
 //! with the test settings of `mcs_tests::controller`, one controller.
 //! Requests are the controller ServiceAccount's in the API server's audit
-//! log, its leader Lease's excepted; CPU is the controller process's user
-//! and system time (`/proc/<pid>/stat`). A batch is done when every one of its
-//! ServiceExports shows `Ready=True`. Results: docs/benchmarks.md.
+//! log, its leader Lease's excepted, split into the export side
+//! (`serviceexports`, its status) and the import side (the cluster imports
+//! its own exports, MCS semantics: ServiceImports, their status, derived
+//! Services, EndpointSlices). CPU is the controller process's user and
+//! system time (`/proc/<pid>/stat`). A batch is done when every one of its
+//! ServiceExports shows `Ready=True`, every one of its services is imported
+//! (a ServiceImport with its clusterset IP and status, an imported slice)
+//! and the controller has made no request for 3 s. Results:
+//! docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
@@ -23,19 +34,29 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, ObjectMeta};
 use mcs_bench::report::{Table, print_machine};
-use mcs_controller::crd::ServiceExport;
+use mcs_controller::MANAGED_BY;
+use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
 use std::time::{Duration, Instant};
 
 const NS: &str = "bench";
 const USER: &str = "system:serviceaccount:mcs-system:mcs-controller";
 
-/// The controller's requests so far, its leader Lease's excepted.
-fn requests(c: &Cluster) -> usize {
+/// The controller's requests so far, its leader Lease's excepted:
+/// `(verb, resource[/subresource], status code)`.
+fn requests(c: &Cluster) -> Vec<(String, String, u16)> {
     mcs_tests::controller::audited(&c.env, USER)
-        .iter()
+        .into_iter()
         .filter(|(_, _, resource, _)| resource != "leases")
-        .count()
+        .map(|(verb, _, resource, code)| (verb, resource, code))
+        .collect()
+}
+
+/// The side a request of the controller is made for: its ServiceExports
+/// (finalizer, status) or the imports (ServiceImports, derived Services,
+/// EndpointSlices, and the watches behind both).
+fn side(resource: &str) -> &'static str {
+    if resource.starts_with("serviceexports") { "export" } else { "import" }
 }
 
 /// The controller's CPU seconds so far (user and system), from
@@ -50,11 +71,13 @@ async fn cpu_seconds(c: &Cluster) -> f64 {
     ticks / String::from_utf8_lossy(&hz.stdout).trim().parse::<f64>().unwrap()
 }
 
-/// Exports services `from..to` and waits until every export so far is Ready.
+/// Exports services `from..to` and waits until every export so far is
+/// Ready and imported, and the controller is quiet.
 async fn export_batch(c: &Cluster, from: usize, to: usize) {
     let services: Api<Service> = Api::namespaced(c.kube.clone(), NS);
     let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), NS);
     let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), NS);
+    let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), NS);
     for i in from..to {
         let name = format!("svc-{i:05}");
         let address = format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256);
@@ -74,6 +97,8 @@ async fn export_batch(c: &Cluster, from: usize, to: usize) {
         apply(&exports, &export).await;
     }
     let deadline = Instant::now() + Duration::from_secs(1800);
+    let imported_slices = ListParams::default()
+        .labels(&format!("endpointslice.kubernetes.io/managed-by={MANAGED_BY}"));
     loop {
         let list = exports.list(&ListParams::default()).await.unwrap();
         let ready = list
@@ -85,11 +110,37 @@ async fn export_batch(c: &Cluster, from: usize, to: usize) {
                 })
             })
             .count();
-        if ready >= to {
-            return;
+        let imported = imports
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|i| {
+                !i.spec.ips.is_empty() && i.status.as_ref().is_some_and(|s| !s.clusters.is_empty())
+            })
+            .count();
+        let sliced = slices.list(&imported_slices).await.unwrap().items.len();
+        if ready >= to && imported >= to && sliced >= to {
+            break;
         }
-        assert!(Instant::now() < deadline, "{ready} of {to} exports ready after 30 min");
+        assert!(
+            Instant::now() < deadline,
+            "after 30 min: {ready} of {to} exports ready, {imported} imported, {sliced} slices"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Quiet: no request of the controller for 3 s (late status writes,
+    // import updates).
+    let mut seen = requests(c).len();
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = requests(c).len();
+        if now != seen {
+            (seen, quiet_since) = (now, Instant::now());
+        }
+        assert!(Instant::now() < deadline, "the controller never went quiet");
     }
 }
 
@@ -111,31 +162,30 @@ async fn main() {
     for (label, from, to) in
         [("first batch (baseline)", 0, first), ("second batch", first, first + second)]
     {
-        let (requests_before, cpu_before) = (requests(east), cpu_seconds(east).await);
-        let seen_before = mcs_tests::controller::audited(&east.env, USER).len();
+        let (seen_before, cpu_before) = (requests(east).len(), cpu_seconds(east).await);
         let started = Instant::now();
         export_batch(east, from, to).await;
-        // Let the status writes and watches settle before counting.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        let elapsed = started.elapsed().as_secs_f64();
         let n = (to - from) as f64;
-        let reqs = (requests(east) - requests_before) as f64 / n;
+        let made: Vec<_> = requests(east).into_iter().skip(seen_before).collect();
+        let on = |wanted: &str| made.iter().filter(|(_, r, _)| side(r) == wanted).count() as f64;
+        let (reqs, export_side, import_side) =
+            (made.len() as f64 / n, on("export") / n, on("import") / n);
         let cpu_ms = (cpu_seconds(east).await - cpu_before) * 1000.0 / n;
         per_export.push((reqs, cpu_ms));
         by_kind.clear();
-        for (verb, _, resource, _) in
-            mcs_tests::controller::audited(&east.env, USER).into_iter().skip(seen_before)
-        {
-            if resource != "leases" {
-                *by_kind.entry((verb, resource)).or_insert(0usize) += 1;
-            }
+        for (verb, resource, code) in made {
+            *by_kind.entry((side(&resource), verb, resource, code)).or_insert(0usize) += 1;
         }
         rows.push(vec![
             label.to_owned(),
             format!("{}", to - from),
             format!("{to}"),
             format!("{reqs:.2}"),
+            format!("{export_side:.2}"),
+            format!("{import_side:.2}"),
             format!("{cpu_ms:.2}"),
-            format!("{:.1}", started.elapsed().as_secs_f64()),
+            format!("{elapsed:.1}"),
         ]);
     }
     let mut table = Table::new(&[
@@ -143,6 +193,8 @@ async fn main() {
         "exports",
         "exports in all",
         "API requests / export",
+        "export side",
+        "import side",
         "controller CPU ms / export",
         "seconds",
     ]);
@@ -150,9 +202,9 @@ async fn main() {
         table.row(row);
     }
     println!("{}", table.render());
-    println!("second batch, requests per export by verb and resource:");
-    for ((verb, resource), n) in &by_kind {
-        println!("  {verb} {resource}: {:.2}", *n as f64 / second as f64);
+    println!("second batch, requests per export by side, verb, resource and status code:");
+    for ((side, verb, resource, code), n) in &by_kind {
+        println!("  {side}: {verb} {resource} {code}: {:.2}", *n as f64 / second as f64);
     }
     let (base, large) = (per_export[0], per_export[1]);
     println!(

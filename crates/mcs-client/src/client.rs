@@ -49,6 +49,12 @@ pub struct ClientConfig {
     pub backoff: Backoff,
     /// How long a watch waits on the registry for a change, per request.
     pub watch_timeout: Duration,
+    /// How long a watch waits after yielding a list before it asks for
+    /// the next one (zero: at once). A change after a quiet spell still
+    /// comes at once (the watch is waiting on the registry); a stream of
+    /// changes comes as at most one list per interval, so a consumer that
+    /// reads whole lists is not handed one per change.
+    pub watch_min_interval: Duration,
     /// How often at most the TLS files are checked for a change.
     pub tls_reload_check: Duration,
     /// Checked before every attempt of a write (registration, renewal,
@@ -67,7 +73,8 @@ pub trait WriteFence: std::fmt::Debug + Send + Sync {
 
 impl ClientConfig {
     /// Defaults for `base_url`: 5 s to connect, 10 s an attempt, retries
-    /// for 30 s, watches of 30 s, TLS files checked every 5 s.
+    /// for 30 s, watches of 30 s asking again at once, TLS files checked
+    /// every 5 s.
     pub fn new(base_url: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -78,6 +85,7 @@ impl ClientConfig {
             retry_deadline: Duration::from_secs(30),
             backoff: Backoff::default(),
             watch_timeout: Duration::from_secs(30),
+            watch_min_interval: Duration::ZERO,
             tls_reload_check: Duration::from_secs(5),
             write_fence: None,
         }

@@ -4,7 +4,8 @@
 //! ```text
 //!  GET /v1/<section>                      first list (and its ETag)
 //!  GET ?watch=true&timeout_secs=N         If-None-Match: "<etag>"
-//!     304 ─▶ unchanged, poll again        200 ─▶ new list: yield it, remember its ETag
+//!     304 ─▶ unchanged, poll again        200 ─▶ new list: yield it, remember its ETag,
+//!                                                poll again after `watch_min_interval`
 //!     503 / cut connection ─▶ backoff, poll again with the same ETag
 //! ```
 //!
@@ -57,6 +58,7 @@ async fn run<L: Section>(
     cancel: CancellationToken,
 ) {
     let wait = client.config().watch_timeout;
+    let min_interval = client.config().watch_min_interval;
     let mut attempts = Attempts::new(client.config().backoff);
     let mut etag: Option<String> = None;
     let mut started = false;
@@ -85,6 +87,14 @@ async fn run<L: Section>(
                 started = true;
                 if tx.send(Ok(list)).await.is_err() {
                     return;
+                }
+                if !min_interval.is_zero() {
+                    // Changes meanwhile come together in the next list.
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tx.closed() => return,
+                        _ = tokio::time::sleep(min_interval) => {}
+                    }
                 }
             }
             Err(error) if error.is_retryable() || matches!(error, Error::Server { .. }) => {

@@ -92,3 +92,32 @@ async fn waits_for_a_complete_list_and_reports_complete_flips() {
     assert!(next(&mut watch).await.complete);
     stop.cancel();
 }
+
+#[tokio::test]
+async fn a_stream_of_changes_comes_as_one_list_per_min_interval_and_a_lone_change_at_once() {
+    let fake = FakeRegistry::start().await;
+    let mut config = common::config(&fake);
+    config.watch_min_interval = Duration::from_millis(1_500);
+    let c = mcs_client::Client::new(config).unwrap();
+    let stop = CancellationToken::new();
+    let mut watch = c.watch::<PoolList>(stop.clone());
+    assert!(next(&mut watch).await.pools.is_empty());
+    let yielded = std::time::Instant::now();
+    for name in ["a", "b", "c"] {
+        c.register_pool(&pool(name, json!({}))).await.unwrap();
+    }
+    let list = next(&mut watch).await;
+    assert!(yielded.elapsed() >= Duration::from_millis(1_400), "{:?}", yielded.elapsed());
+    let mut coalesced = names(&list);
+    coalesced.sort();
+    assert_eq!(coalesced, ["a", "b", "c"], "three changes, one list");
+    // After a quiet spell longer than the interval, a change comes at once.
+    tokio::time::sleep(Duration::from_millis(1_700)).await;
+    let changed = std::time::Instant::now();
+    c.register_pool(&pool("d", json!({}))).await.unwrap();
+    let mut after = names(&next(&mut watch).await);
+    after.sort();
+    assert_eq!(after, ["a", "b", "c", "d"]);
+    assert!(changed.elapsed() < Duration::from_millis(1_000), "{:?}", changed.elapsed());
+    stop.cancel();
+}

@@ -13,6 +13,14 @@ use std::time::Duration;
 pub const VERSION: &str =
     concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MCS_GIT_COMMIT"), ")");
 
+/// How often at most each registry watch (exports, imports) hands over a
+/// new list while changes stream in: each list is read whole (every
+/// export or import of the clusterset), so one per change made the
+/// controller's CPU grow with the square of the exports while a thousand
+/// were being exported (issue 27). A change after a quiet spell still
+/// comes at once.
+pub const REGISTRY_WATCH_MIN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// `mcs-controller`: runs the controller, or prints what deploying it needs.
 #[derive(Debug, Parser)]
 #[command(name = "mcs-controller", version = VERSION, about, args_conflicts_with_subcommands = true)]
@@ -180,6 +188,7 @@ impl RunArgs {
         }
         let mut registry = mcs_client::ClientConfig::new(url);
         registry.allow_insecure_http = self.registry_allow_insecure_http;
+        registry.watch_min_interval = REGISTRY_WATCH_MIN_INTERVAL;
         registry.tls = self.registry_ca_file.clone().map(|ca| mcs_client::TlsFiles {
             ca_bundle: ca,
             client_identity: self

@@ -199,8 +199,14 @@ pub fn build(export: &ServiceExport, service: Option<&Service>, slices: &[Endpoi
 /// incarnation and generation): equal hashes, nothing to send. Also
 /// computed over the registry's copy (`GET /v1/exports`) to find drift.
 pub fn content_hash(spec: &ExportSpec) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(serde_json::to_vec(spec).unwrap_or_default());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut hex = String::with_capacity(2 * digest.len());
+    for b in digest {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// The numbers `slice` gives the export's `ports` where they differ from

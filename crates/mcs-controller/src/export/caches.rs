@@ -27,6 +27,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +36,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Caches {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
+    /// Which slices each Service has (`slices` is keyed by slice name).
+    index: Arc<Mutex<SliceIndex>>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -73,7 +76,8 @@ impl Caches {
         // The slices this controller imported are no Service's own endpoints.
         let selector = format!("{SERVICE_NAME_LABEL},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}");
         let (slices, writer) = reflector::store();
-        let mut index = SliceIndex::default();
+        let index = Arc::new(Mutex::new(SliceIndex::default()));
+        let indexing = index.clone();
         let watch = reflector::reflector(
             writer,
             crate::watch::tracked(
@@ -89,7 +93,7 @@ impl Caches {
             event.map_err(|error| tracing::debug!(%error, "endpointslice watch")).ok()
         })
         .flat_map(move |event| {
-            let touched = index.on_event(event);
+            let touched = lock(&indexing).on_event(event);
             futures::stream::iter(
                 touched.into_iter().map(|(ns, name)| ObjectRef::new(&name).within(&ns)),
             )
@@ -98,7 +102,7 @@ impl Caches {
         let triggers = futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|trigger| (trigger, rx))
         });
-        (Self { services, slices }, triggers)
+        (Self { services, slices, index }, triggers)
     }
 
     /// Waits until both caches hold a first complete list; false if
@@ -118,18 +122,23 @@ impl Caches {
         self.services.get(&ObjectRef::new(name).within(namespace)).map(|s| (*s).clone())
     }
 
-    /// The slices of Service `namespace/name` (not ours), as last seen.
+    /// The slices of Service `namespace/name` (not ours), as last seen,
+    /// found through the index: no pass over every slice.
     pub fn slices_of(&self, namespace: &str, name: &str) -> Vec<EndpointSlice> {
-        self.slices
-            .state()
+        let names = lock(&self.index).slices_of(namespace, name);
+        names
             .iter()
-            .filter(|s| {
-                s.namespace().as_deref() == Some(namespace)
-                    && s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(name)
-            })
-            .map(|s| (**s).clone())
+            .filter_map(|slice| self.slices.get(&ObjectRef::new(slice).within(namespace)))
+            // The index follows the store's events: a slice relabelled
+            // since is no longer this Service's.
+            .filter(|s| s.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some(name))
+            .map(|s| (*s).clone())
             .collect()
     }
+}
+
+fn lock(index: &Mutex<SliceIndex>) -> std::sync::MutexGuard<'_, SliceIndex> {
+    index.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Drives `events` (which fills a cache) and forwards what it yields until

@@ -10,7 +10,7 @@
 //!    deleted ─▶ withdraw (bounded), then the finalizer goes; not withdrawn ─▶ left to the sweep
 //!  Service / EndpointSlice watch caches (caches.rs) ─▶ the ServiceExport of a Service,
 //!    of the Service a slice names and of the one it left; a reconcile reads them, no GET
-//!  registry GET /v1/exports (watch) ─▶ this cluster's conditions changed ─▶ reconcile all
+//!  registry GET /v1/exports (watch) ─▶ the exports whose conditions changed ─▶ reconcile each
 //!  re-registration, periodic resync (jittered) ─▶ reconcile all, re-send / repair drift,
 //!                                                sweep: withdraw orphans and left-over exports
 //! ```
@@ -274,22 +274,28 @@ impl Exporter {
         Ok(Action::await_change())
     }
 
-    /// Applies the status when it differs beyond timestamps.
+    /// Applies the status when it differs beyond timestamps from what the
+    /// ServiceExport shows (or, while the store has not caught up with
+    /// this controller's last write, from what that write made it show).
     async fn write_status(&self, se: &ServiceExport, observed: &Observed) -> Result<(), Error> {
         let id = id_of(se);
-        let old = se.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
-        let new = conditions::conditions(
-            &old,
-            observed,
-            se.metadata.generation,
-            Time(jiff::Timestamp::now()),
-        );
-        {
+        let version = se.metadata.resource_version.clone();
+        let stored = se.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+        let (new, differs) = {
             let mut st = self.state();
+            let old = st.status_shown(&id, version.as_deref(), stored);
+            let new = conditions::conditions(
+                old,
+                observed,
+                se.metadata.generation,
+                Time(jiff::Timestamp::now()),
+            );
+            let differs = conditions::differs(old, &new);
             st.shown(id.clone(), new.iter().map(|c| (c.type_.clone(), c.status.clone())).collect());
             set_export_gauges(&st);
-        }
-        if !conditions::differs(&old, &new) {
+            (new, differs)
+        };
+        if !differs {
             return Ok(());
         }
         let patch = serde_json::json!({
@@ -300,6 +306,7 @@ impl Exporter {
         Api::<ServiceExport>::namespaced(self.ctx.kube.clone(), &id.0)
             .patch_status(&id.1, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
             .await?;
+        self.state().status_written(id, version, new);
         Ok(())
     }
 
@@ -424,15 +431,27 @@ fn backoff(failures: u32) -> Duration {
 async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, Error> {
     // The controller reconciles only once its store is filled.
     ex.state().synced();
-    let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id_of(&se).0);
+    let id = id_of(&se);
+    let version = se.metadata.resource_version.clone();
+    let adds_finalizer =
+        se.metadata.deletion_timestamp.is_none() && !se.finalizers().iter().any(|f| f == FINALIZER);
+    if adds_finalizer && ex.state().finalizer_pending(&id, version.as_deref()) {
+        // Added by the last reconcile; its watch event, which reconciles
+        // again, has not reached the store yet.
+        return Ok(Action::await_change());
+    }
+    let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id.0);
     let result = finalizer(&api, FINALIZER, se, |event| async {
         match event {
             Event::Apply(se) => ex.apply(&se).await,
             Event::Cleanup(se) => ex.cleanup(&se).await,
         }
     })
-    .await
-    .or_else(|e| match e {
+    .await;
+    if adds_finalizer && result.is_ok() {
+        ex.state().finalizer_added(id, version);
+    }
+    let result = result.or_else(|e| match e {
         // Cleaned up twice (a queued event of an object already gone).
         finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.is_not_found() => {
             Ok(Action::await_change())
@@ -458,16 +477,21 @@ fn error_policy(se: Arc<ServiceExport>, error: &Error, ex: Arc<Exporter>) -> Act
     Action::requeue(delay)
 }
 
-/// Follows the registry's exports; each change of this cluster's
-/// conditions sends on `changed`.
-async fn follow_registry(ex: Arc<Exporter>, changed: mpsc::Sender<()>, cancel: CancellationToken) {
+/// Follows the registry's exports; sends on `changed` each export of this
+/// cluster whose conditions in the registry changed.
+async fn follow_registry(
+    ex: Arc<Exporter>,
+    changed: mpsc::UnboundedSender<ObjectRef<ServiceExport>>,
+    cancel: CancellationToken,
+) {
     while !cancel.is_cancelled() {
         let mut watch = ex.ctx.registry.watch::<ExportList>(cancel.clone());
         while let Some(list) = watch.next().await {
             match list {
                 Ok(list) => {
-                    if ex.state().take_view(&ex.ctx.cluster_id, list) {
-                        let _ = changed.try_send(());
+                    let ids = ex.state().take_view(&ex.ctx.cluster_id, list);
+                    for (namespace, name) in ids {
+                        let _ = changed.send(ObjectRef::new(&name).within(&namespace));
                     }
                 }
                 Err(error) => {
@@ -492,7 +516,7 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         return Ok(());
     }
     let ex = Arc::new(Exporter::new(ctx.clone(), caches));
-    let (changed_tx, changed_rx) = mpsc::channel(1);
+    let (changed_tx, changed_rx) = mpsc::unbounded_channel();
     let follower_stop = cancel.child_token();
     let follower = tokio::spawn(follow_registry(ex.clone(), changed_tx, follower_stop.clone()));
 
@@ -504,18 +528,19 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         watcher::Config::default(),
         "ServiceExport",
     );
+    let conflicts =
+        futures::stream::unfold(
+            changed_rx,
+            |mut rx| async move { rx.recv().await.map(|id| (id, rx)) },
+        );
     let controller =
         Controller::for_stream(reflector::reflector(writer, exports).applied_objects(), store)
-            .reconcile_on(triggers);
+            .reconcile_on(triggers)
+            .reconcile_on(conflicts);
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
     });
-    let conflicts =
-        futures::stream::unfold(
-            changed_rx,
-            |mut rx| async move { rx.recv().await.map(|()| ((), rx)) },
-        );
     let resync_ex = ex.clone();
     let resyncs = ticks(ctx.settings.resync_interval).then(move |()| {
         let (ex, store) = (resync_ex.clone(), store.clone());
@@ -527,7 +552,6 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     let stop = cancel.clone();
     let results = controller
         .reconcile_all_on(registrations)
-        .reconcile_all_on(conflicts)
         .reconcile_all_on(resyncs)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(reconcile, error_policy, ex);

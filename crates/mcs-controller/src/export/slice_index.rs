@@ -21,10 +21,14 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 /// A namespace and a name (of a slice or of a Service).
 pub type Named = (String, String);
 
-/// The Service each known slice names.
+/// The Service each known slice names, and the slices of each Service.
 #[derive(Debug, Default)]
 pub struct SliceIndex {
     services: HashMap<Named, String>,
+    /// The other way round: the slices naming each Service (namespace,
+    /// Service name), so that an export's reconcile finds its slices
+    /// without a pass over every slice.
+    slices: HashMap<Named, BTreeSet<String>>,
     /// The slices listed so far by a re-list in progress.
     relisted: Option<HashSet<Named>>,
 }
@@ -60,6 +64,13 @@ impl SliceIndex {
         touched.into_iter().collect()
     }
 
+    /// The names of the slices that name Service `namespace/service`,
+    /// sorted.
+    pub fn slices_of(&self, namespace: &str, service: &str) -> Vec<String> {
+        let key = (namespace.to_owned(), service.to_owned());
+        self.slices.get(&key).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
     /// How many slices are known.
     pub fn len(&self) -> usize {
         self.services.len()
@@ -79,14 +90,29 @@ impl SliceIndex {
         if let Some(old) = self.services.insert(id.clone(), service.clone())
             && old != service
         {
+            self.unlink(&id, &old);
             touched.insert((id.0.clone(), old));
         }
+        self.slices.entry((id.0.clone(), service.clone())).or_default().insert(id.1);
         touched.insert((id.0, service));
     }
 
     /// Forgets slice `id`; the Service it named.
     fn forget(&mut self, id: &Named) -> Option<Named> {
-        self.services.remove(id).map(|service| (id.0.clone(), service))
+        let service = self.services.remove(id)?;
+        self.unlink(id, &service);
+        Some((id.0.clone(), service))
+    }
+
+    /// Takes slice `id` out of `service`'s slices.
+    fn unlink(&mut self, id: &Named, service: &str) {
+        let key = (id.0.clone(), service.to_owned());
+        if let Some(names) = self.slices.get_mut(&key) {
+            names.remove(&id.1);
+            if names.is_empty() {
+                self.slices.remove(&key);
+            }
+        }
     }
 }
 
@@ -120,6 +146,32 @@ mod tests {
         // Moved once: the next change touches b alone.
         assert_eq!(index.on_event(Event::Apply(slice("s1", Some("b")))), services(&["b"]));
         assert_eq!(index.len(), 1);
+        assert!(index.slices_of("demo", "a").is_empty(), "s1 left a");
+        assert_eq!(index.slices_of("demo", "b"), vec!["s1"]);
+    }
+
+    #[test]
+    fn each_service_has_its_own_slices_sorted_and_no_others() {
+        let mut index = SliceIndex::default();
+        for (name, service) in [("s2", "a"), ("s1", "a"), ("s3", "b")] {
+            index.on_event(Event::Apply(slice(name, Some(service))));
+        }
+        let mut elsewhere = slice("s1", Some("a"));
+        elsewhere.metadata.namespace = Some("other".into());
+        index.on_event(Event::Apply(elsewhere));
+        assert_eq!(index.slices_of("demo", "a"), vec!["s1", "s2"]);
+        assert_eq!(index.slices_of("demo", "b"), vec!["s3"]);
+        assert_eq!(index.slices_of("other", "a"), vec!["s1"]);
+        assert!(index.slices_of("demo", "c").is_empty());
+        index.on_event(Event::Delete(slice("s2", Some("a"))));
+        index.on_event(Event::Apply(slice("s3", None)));
+        assert_eq!(index.slices_of("demo", "a"), vec!["s1"]);
+        assert!(index.slices_of("demo", "b").is_empty(), "unlabelled: no longer b's");
+        // A re-list that no longer sees s1 takes it out of a's slices.
+        index.on_event(Event::Init);
+        index.on_event(Event::InitDone);
+        assert!(index.slices_of("demo", "a").is_empty());
+        assert_eq!(index.slices_of("other", "a"), Vec::<String>::new());
     }
 
     #[test]
@@ -131,6 +183,7 @@ mod tests {
         assert_eq!(index.on_event(Event::Apply(slice("s2", None))), services(&["b"]));
         assert!(index.is_empty());
         assert!(index.on_event(Event::Delete(slice("s9", Some("c")))).is_empty(), "unknown");
+        assert!(index.slices_of("demo", "a").is_empty() && index.slices_of("demo", "b").is_empty());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! was sent, the registry's view of this cluster's exports, generations.
 
 use super::build::content_hash;
-use mcs_api::{Condition, ExportList, Label};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Shown;
+use mcs_api::{Condition, ExportList, ExportSpec, Label};
 use std::collections::HashMap;
 
 /// A ServiceExport's namespace and name.
@@ -22,11 +23,21 @@ struct Sent {
 }
 
 /// This cluster's exports in the registry's view (`GET /v1/exports`):
-/// content hash and conditions of each.
+/// content hash, conditions and content of each (the content, so that the
+/// next list's unchanged exports are not hashed again).
 #[derive(Debug, Clone, Default)]
 struct View {
     complete: bool,
-    exports: HashMap<Id, (String, Vec<Condition>)>,
+    exports: HashMap<Id, (String, Vec<Condition>, ExportSpec)>,
+}
+
+/// A write of this controller that the ServiceExport store may not show
+/// yet: what was written over which version of the object.
+#[derive(Debug, Clone)]
+struct Written<T> {
+    /// The `resourceVersion` of the object the write was based on.
+    over: String,
+    what: T,
 }
 
 /// The export reconciler's memory.
@@ -43,6 +54,13 @@ pub struct State {
     failures: HashMap<Id, u32>,
     /// The conditions of each export (type, status), for the gauge.
     statuses: HashMap<Id, Vec<(String, String)>>,
+    /// How many exports show each (type, status): the gauge, kept as
+    /// `statuses` changes rather than counted over every export.
+    counts: HashMap<(String, String), usize>,
+    /// The last status conditions written to each ServiceExport.
+    status_written: HashMap<Id, Written<Vec<Shown>>>,
+    /// ServiceExports this controller added its finalizer to.
+    finalizer_added: HashMap<Id, Written<()>>,
     /// Whether the controller's ServiceExport store has been filled (its
     /// first reconcile ran): until then no export is an orphan.
     synced: bool,
@@ -63,7 +81,7 @@ impl State {
     pub fn needs_send(&mut self, id: &Id, hash: &str, registration: u64) -> bool {
         let epoch = self.epoch;
         let drifted = match &self.view {
-            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _)| h != hash),
+            Some(v) if v.complete => v.exports.get(id).is_none_or(|(h, _, _)| h != hash),
             _ => true,
         };
         match self.sent.get_mut(id) {
@@ -93,7 +111,10 @@ impl State {
     pub fn remove(&mut self, id: &Id) {
         self.sent.remove(id);
         self.failures.remove(id);
+        self.shown(id.clone(), Vec::new());
         self.statuses.remove(id);
+        self.status_written.remove(id);
+        self.finalizer_added.remove(id);
     }
 
     /// Whether the registry may hold this cluster's export of `id` (so a
@@ -109,34 +130,55 @@ impl State {
     /// The registry's conditions of a sent export: its view's once that
     /// holds what was sent, else the reply to the send.
     pub fn registry_conditions(&self, id: &Id) -> Vec<Condition> {
-        let Some(sent) = self.sent.get(id) else { return Vec::new() };
-        match self.view.as_ref().and_then(|v| v.exports.get(id)) {
-            Some((hash, conditions)) if *hash == sent.hash => conditions.clone(),
-            _ => sent.conditions.clone(),
-        }
+        conditions_in(self.view.as_ref(), self.sent.get(id), id).to_vec()
     }
 
-    /// Takes in a registry list; true when `cluster`'s exports changed in
-    /// their conditions or in which are there (the reconciler then looks
-    /// at every export again).
-    pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> bool {
-        let exports: HashMap<Id, (String, Vec<Condition>)> = list
+    /// Takes in a registry list; the exports of `cluster` that need a
+    /// reconcile, sorted: those sent whose conditions as
+    /// [`registry_conditions`](Self::registry_conditions) gives them
+    /// changed (a view that only confirms what a send's reply said, or
+    /// that changes another export, changes nothing of theirs), and those
+    /// not sent (a send that failed, or timed out but may have landed)
+    /// whose copy in the registry appeared or changed: the registry
+    /// answers again, so their send is tried again without waiting out
+    /// its backoff.
+    pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> Vec<Id> {
+        let old = self.view.take();
+        let exports = list
             .exports
             .into_iter()
             .filter(|e| e.cluster_id == *cluster)
             .map(|e| {
                 let id = (e.namespace.to_string(), e.name.to_string());
-                (id, (content_hash(&e.spec), e.conditions))
+                let hash = match old.as_ref().and_then(|v| v.exports.get(&id)) {
+                    Some((hash, _, spec)) if *spec == e.spec => hash.clone(),
+                    _ => content_hash(&e.spec),
+                };
+                (id, (hash, e.conditions, e.spec))
             })
             .collect();
-        let changed = self.view.as_ref().is_none_or(|old| {
-            old.complete != list.complete
-                || old.exports.len() != exports.len()
-                || exports
-                    .iter()
-                    .any(|(id, (_, c))| old.exports.get(id).is_none_or(|(_, o)| o != c))
-        });
         self.view = Some(View { complete: list.complete, exports });
+        let new = self.view.as_ref();
+        let mut changed: Vec<Id> = self
+            .sent
+            .iter()
+            .filter(|(id, sent)| {
+                conditions_in(old.as_ref(), Some(sent), id) != conditions_in(new, Some(sent), id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        if let Some(new) = new {
+            changed.extend(
+                new.exports
+                    .iter()
+                    .filter(|(id, held)| {
+                        !self.sent.contains_key(*id)
+                            && old.as_ref().and_then(|o| o.exports.get(*id)) != Some(*held)
+                    })
+                    .map(|(id, _)| id.clone()),
+            );
+        }
+        changed.sort();
         changed
     }
 
@@ -190,15 +232,84 @@ impl State {
 
     /// Records the conditions shown on `id`.
     pub fn shown(&mut self, id: Id, conditions: Vec<(String, String)>) {
-        self.statuses.insert(id, conditions);
+        for c in &conditions {
+            *self.counts.entry(c.clone()).or_default() += 1;
+        }
+        for c in self.statuses.insert(id, conditions).into_iter().flatten() {
+            if let Some(n) = self.counts.get_mut(&c) {
+                *n = n.saturating_sub(1);
+            }
+        }
     }
 
     /// How many exports show `condition` with `status`.
     pub fn count(&self, condition: &str, status: &str) -> usize {
-        self.statuses
-            .values()
-            .filter(|cs| cs.iter().any(|(t, s)| t == condition && s == status))
-            .count()
+        self.counts.get(&(condition.to_owned(), status.to_owned())).copied().unwrap_or(0)
+    }
+
+    /// The conditions the ServiceExport `id` shows, `stored` being those
+    /// of its copy in the store at `resource_version`: `stored`, unless
+    /// this controller wrote others over that very version, which the
+    /// store has not caught up with yet (a reconcile woken before the
+    /// watch event of its own write): then those written, so that the same
+    /// write is not made twice.
+    pub fn status_shown<'a>(
+        &'a mut self,
+        id: &Id,
+        resource_version: Option<&str>,
+        stored: &'a [Shown],
+    ) -> &'a [Shown] {
+        let current =
+            self.status_written.get(id).map(|w| Some(w.over.as_str()) == resource_version);
+        if current == Some(false) {
+            // The store moved past the write: it is the truth again.
+            self.status_written.remove(id);
+        }
+        match self.status_written.get(id) {
+            Some(w) => &w.what,
+            None => stored,
+        }
+    }
+
+    /// Records the status conditions written to `id` over its version
+    /// `resource_version`.
+    pub fn status_written(&mut self, id: Id, resource_version: Option<String>, what: Vec<Shown>) {
+        match resource_version {
+            Some(over) => self.status_written.insert(id, Written { over, what }),
+            None => self.status_written.remove(&id),
+        };
+    }
+
+    /// Whether this controller added its finalizer to `id` over version
+    /// `resource_version` (the store has not caught up with it yet: adding
+    /// it again would fail on the object's changed finalizers).
+    pub fn finalizer_pending(&mut self, id: &Id, resource_version: Option<&str>) -> bool {
+        match self.finalizer_added.get(id) {
+            Some(w) if Some(w.over.as_str()) == resource_version => true,
+            Some(_) => {
+                self.finalizer_added.remove(id);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Records that the finalizer was added to `id` over its version
+    /// `resource_version`.
+    pub fn finalizer_added(&mut self, id: Id, resource_version: Option<String>) {
+        if let Some(over) = resource_version {
+            self.finalizer_added.insert(id, Written { over, what: () });
+        }
+    }
+}
+
+/// The registry's conditions of an export `sent` as `view` gives them
+/// (see [`State::registry_conditions`]).
+fn conditions_in<'a>(view: Option<&'a View>, sent: Option<&'a Sent>, id: &Id) -> &'a [Condition] {
+    let Some(sent) = sent else { return &[] };
+    match view.and_then(|v| v.exports.get(id)) {
+        Some((hash, conditions, _)) if *hash == sent.hash => conditions,
+        _ => &sent.conditions,
     }
 }
 

@@ -149,6 +149,12 @@ fn the_hash_is_stable_across_slice_and_endpoint_order() {
     assert_eq!(hash(&forward), hash(&backward));
     assert_eq!(hash(&forward), hash(&duplicated));
     assert_eq!(hash(&forward).len(), 64);
+    // Lowercase hex of the SHA-256 of the spec's JSON, as the hashes kept
+    // in memory across versions are.
+    let spec = valid(build(&export(), Some(&svc), &forward)).spec();
+    let digest = Sha256::digest(serde_json::to_vec(&spec).unwrap());
+    let expected: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hash(&forward), expected);
 }
 
 #[test]

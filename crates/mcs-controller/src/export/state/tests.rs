@@ -1,5 +1,5 @@
 use super::*;
-use mcs_api::{ConditionStatus, Export, ExportSpec, ServiceType};
+use mcs_api::{ConditionStatus, Export, ExportSpec};
 
 fn id(name: &str) -> Id {
     ("llm".into(), name.into())
@@ -88,43 +88,114 @@ fn a_resync_resends_only_what_the_registry_lacks_or_holds_differently() {
 }
 
 #[test]
-fn the_view_keeps_this_clusters_exports_and_reports_condition_changes() {
+fn the_view_reports_the_exports_whose_registry_conditions_changed() {
     let mut st = State::default();
+    let (web, api) = (id("web"), id("api"));
     let none = conflict(ConditionStatus::False, "NoConflicts");
     let port = conflict(ConditionStatus::True, "PortConflict");
-    let first = list(true, vec![export("east", "web", spec(80), vec![none.clone()])]);
-    assert!(st.take_view(&east(), first.clone()), "the first view");
-    assert!(!st.take_view(&east(), first), "the same view");
+    let h80 = content_hash(&spec(80));
+    st.sent(web.clone(), h80.clone(), 1, vec![none.clone()]);
+    st.sent(api.clone(), h80.clone(), 1, vec![none.clone()]);
+    let both = |web: Vec<Condition>, api: Vec<Condition>| {
+        list(true, vec![export("east", "web", spec(80), web), export("east", "api", spec(80), api)])
+    };
+    // The first view confirms what the sends' replies said: nothing to do.
+    assert!(st.take_view(&east(), both(vec![none.clone()], vec![none.clone()])).is_empty());
+    assert!(st.take_view(&east(), both(vec![none.clone()], vec![none.clone()])).is_empty());
     // Another cluster's export changing is not this cluster's business...
-    assert!(!st.take_view(
-        &east(),
-        list(
-            true,
-            vec![
-                export("east", "web", spec(80), vec![none.clone()]),
-                export("west", "web", spec(81), vec![none.clone()])
-            ]
-        )
-    ));
-    // ...until it makes this cluster's export conflict.
-    assert!(st.take_view(
-        &east(),
-        list(
-            true,
-            vec![
-                export("east", "web", spec(80), vec![port.clone()]),
-                export("west", "web", spec(81), vec![port.clone()])
-            ]
-        )
-    ));
-    // An endpoint change of this cluster's export (new content, same
-    // conditions) needs no look at every export.
-    let mut moved = spec(80);
-    moved.service_type = ServiceType::Headless;
+    let mut with_west = both(vec![none.clone()], vec![none.clone()]);
+    with_west.exports.push(export("west", "web", spec(81), vec![none.clone()]));
+    assert!(st.take_view(&east(), with_west).is_empty());
+    // ...until it makes one of this cluster's exports conflict: that one.
+    let mut conflicting = both(vec![port.clone()], vec![none.clone()]);
+    conflicting.exports.push(export("west", "web", spec(81), vec![port.clone()]));
+    assert_eq!(st.take_view(&east(), conflicting), vec![web.clone()]);
+    // An export of this cluster appearing in or leaving the view with
+    // the conditions the send's reply gave changes nothing.
     assert!(
-        !st.take_view(&east(), list(true, vec![export("east", "web", moved, vec![port.clone()])]))
+        st.take_view(
+            &east(),
+            list(true, vec![export("east", "web", spec(80), vec![port.clone()])])
+        )
+        .is_empty()
     );
-    assert!(st.take_view(&east(), list(true, vec![])), "gone from the registry");
+    // The view holding other content than was sent (an older write) does
+    // not count: the reply's conditions hold until it catches up.
+    assert_eq!(
+        st.take_view(
+            &east(),
+            list(true, vec![export("east", "web", spec(81), vec![port.clone()])])
+        ),
+        vec![web.clone()],
+        "back to the reply's NoConflicts"
+    );
+    // A new send whose reply the view already repeats: no second look.
+    let h81 = content_hash(&spec(81));
+    st.sent(web.clone(), h81, 1, vec![port.clone()]);
+    assert!(
+        st.take_view(
+            &east(),
+            list(true, vec![export("east", "web", spec(81), vec![port.clone()])])
+        )
+        .is_empty()
+    );
+    // An export not sent (its send failed or timed out) is looked at again
+    // when its copy in the registry appears or changes: the send may have
+    // landed, and the registry answers again.
+    st.forget(&web);
+    let landed = list(true, vec![export("east", "web", spec(82), vec![port.clone()])]);
+    assert_eq!(st.take_view(&east(), landed.clone()), vec![web.clone()]);
+    assert!(st.take_view(&east(), landed).is_empty(), "unchanged");
+    assert!(st.take_view(&east(), list(true, vec![])).is_empty(), "gone: nothing to send");
+}
+
+#[test]
+fn the_status_written_stands_until_the_store_moves_past_the_version_it_was_written_over() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Shown;
+    let shown = |status: &str| Shown {
+        type_: "Ready".into(),
+        status: status.into(),
+        reason: "R".into(),
+        message: "m".into(),
+        observed_generation: None,
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ),
+    };
+    let mut st = State::default();
+    let web = id("web");
+    let stored = vec![shown("False")];
+    assert_eq!(st.status_shown(&web, Some("5"), &stored), stored, "nothing written");
+    st.status_written(web.clone(), Some("5".into()), vec![shown("True")]);
+    // The store still at version 5: it has not seen the write yet.
+    assert_eq!(st.status_shown(&web, Some("5"), &stored), vec![shown("True")]);
+    // Version 6 (the write, or anyone's later change): the store's again,
+    // and the memory of the write is gone.
+    let changed = vec![shown("Unknown")];
+    assert_eq!(st.status_shown(&web, Some("6"), &changed), changed);
+    assert_eq!(st.status_shown(&web, Some("5"), &stored), stored);
+    // No version known: nothing remembered.
+    st.status_written(web.clone(), None, vec![shown("True")]);
+    assert_eq!(st.status_shown(&web, Some("5"), &stored), stored);
+    st.status_written(web.clone(), Some("7".into()), vec![shown("True")]);
+    st.remove(&web);
+    assert_eq!(st.status_shown(&web, Some("7"), &stored), stored, "removed");
+}
+
+#[test]
+fn a_finalizer_added_is_pending_until_the_store_moves_past_the_version_it_was_added_to() {
+    let mut st = State::default();
+    let web = id("web");
+    assert!(!st.finalizer_pending(&web, Some("5")));
+    st.finalizer_added(web.clone(), Some("5".into()));
+    assert!(st.finalizer_pending(&web, Some("5")), "the store not caught up");
+    assert!(!st.finalizer_pending(&web, Some("6")), "moved on");
+    assert!(!st.finalizer_pending(&web, Some("5")), "forgotten once moved on");
+    st.finalizer_added(web.clone(), None);
+    assert!(!st.finalizer_pending(&web, None), "no version: nothing to match");
+    st.finalizer_added(web.clone(), Some("8".into()));
+    st.remove(&web);
+    assert!(!st.finalizer_pending(&web, Some("8")));
 }
 
 #[test]
@@ -194,6 +265,13 @@ fn failures_and_shown_conditions_are_counted() {
         (st.count("Valid", "True"), st.count("Ready", "False"), st.count("Ready", "True")),
         (2, 1, 0)
     );
+    // Shown again with other conditions: counted once, as shown now.
+    st.shown(web.clone(), vec![("Valid".into(), "False".into())]);
+    assert_eq!((st.count("Valid", "True"), st.count("Valid", "False")), (1, 1));
+    st.shown(web.clone(), vec![("Valid".into(), "False".into())]);
+    assert_eq!(st.count("Valid", "False"), 1, "the same again");
     st.remove(&web);
-    assert_eq!(st.count("Valid", "True"), 1);
+    assert_eq!((st.count("Valid", "True"), st.count("Valid", "False")), (1, 0));
+    st.remove(&web);
+    assert_eq!(st.count("Valid", "True"), 1, "removed twice");
 }
