@@ -77,7 +77,7 @@ impl<K: Resource> Resource for Lenient<K> {
 }
 
 /// The objects of kind `K` in every namespace matching `config`, as
-/// [`watcher`] yields them, but decoded one by one: an object that does not
+/// [`watcher()`] yields them, but decoded one by one: an object that does not
 /// decode is logged (WARN, with its namespace, name and the reason),
 /// counted and skipped, and the others go on. Readiness follows the watch
 /// ([`tracked`], as `name`).
