@@ -142,7 +142,7 @@ impl PlannedWrite {
                 if let Some(stored) = fenced_by_withdrawal(held, &record) {
                     return Err(Refusal::Stale { stored: stored.clone() });
                 }
-                record.version = match unchanged_version(held, &record) {
+                record.version = match unchanged_version(held, &record, now_ms) {
                     Some(version) => version,
                     None => Version::new(hlc.next(now_ms)?, writer),
                 };
@@ -219,9 +219,17 @@ impl PlannedWrite {
 /// `rules::supersedes`), so a shorter lease at the held version would be
 /// answered and never stored (issue 22). It gets a new generation, and is
 /// written and served as a change.
-fn unchanged_version(held: Option<&Record>, record: &Record) -> Option<Version> {
+///
+/// Nor when the held lease has lapsed by `now_ms`: the held record may be
+/// one a tombstone superseded until TTL deleted the tombstone, and renewing
+/// its version would store that older record live again (issue 22, seed
+/// 2223 of mcs-sim). A lapsed record's heartbeat is a new registration.
+fn unchanged_version(held: Option<&Record>, record: &Record, now_ms: u64) -> Option<Version> {
     let held = held?;
     if held.is_tombstone() || record.is_tombstone() {
+        return None;
+    }
+    if held.lease_until_ms.is_some_and(|until| now_ms >= until) {
         return None;
     }
     let shortened = record.terms.is_some()

@@ -66,3 +66,28 @@ fn a_tombstone_carries_the_lease_end_of_what_it_withdraws() {
     let planned = super::tests::plan_now(registration, Some(&held), &mut Hlc::default()).unwrap();
     assert_eq!(planned.record().lease_until_ms, Some(NOW + 30_000), "a registration: its own");
 }
+
+/// Issue 22 (mcs-sim seed 2223): after TTL deleted the tombstone that
+/// superseded it, a view still held an older, lapsed version of the key;
+/// the client's unchanged content reused that version and the registrar
+/// stored the withdrawn record live again. A heartbeat reuses the held
+/// version only while its lease lasts; a lease without an end never lapses.
+#[test]
+fn a_heartbeat_after_the_held_lease_lapsed_gets_a_new_generation() {
+    let until = NOW + 1_000;
+    let held = mk_pool("a", 7, "reg-0", Some("x"), Some(until));
+    let version_at = |held: &Record, now_ms: u64| {
+        let mut intent = intent(Some("x"), None);
+        intent.key = held.key.clone();
+        intent.body = held.body.clone();
+        let planned =
+            PlannedWrite::plan(intent, Some(held), None, true, now_ms, "reg", &mut Hlc::default());
+        planned.unwrap().into_record().version
+    };
+    assert_eq!(version_at(&held, until - 1), held.version, "live: a heartbeat");
+    assert!(version_at(&held, until) > held.version, "lapsed at its end: a change");
+    assert!(version_at(&held, until + 60_000) > held.version, "long lapsed: a change");
+    let mut unleased = held.clone();
+    unleased.lease_until_ms = None;
+    assert_eq!(version_at(&unleased, until + 60_000), unleased.version, "no lease to lapse");
+}
