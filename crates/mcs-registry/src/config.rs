@@ -312,15 +312,19 @@ pub struct Args {
 }
 
 /// The storage settings that apply only to `--storage dynamodb`: their
-/// clap ids, flags and environment variables.
-const DYNAMODB_ONLY: [(&str, &str, &str); 4] = [
-    ("table", "--table", "MCS_TABLE"),
-    ("region", "--region", "MCS_REGION"),
-    ("dynamodb_endpoint", "--dynamodb-endpoint", "MCS_DYNAMODB_ENDPOINT"),
+/// clap ids, flags, environment variables, and whether `Args` has them set.
+type DynamodbOnly = (&'static str, &'static str, &'static str, fn(&Args) -> bool);
+const DYNAMODB_ONLY: [DynamodbOnly; 4] = [
+    ("table", "--table", "MCS_TABLE", |a| a.store.table.is_some()),
+    ("region", "--region", "MCS_REGION", |a| a.store.region.is_some()),
+    ("dynamodb_endpoint", "--dynamodb-endpoint", "MCS_DYNAMODB_ENDPOINT", |a| {
+        a.store.dynamodb_endpoint.is_some()
+    }),
     (
         "storage_connect_timeout_secs",
         "--storage-connect-timeout-secs",
         "MCS_STORAGE_CONNECT_TIMEOUT_SECS",
+        |a| a.storage_connect_timeout_secs != 0,
     ),
 ];
 
@@ -344,15 +348,9 @@ impl Args {
     /// names the first typed on the command line; `Ok` lists those from
     /// the environment, ignored.
     fn memory_storage_extras(&self) -> Result<Vec<String>, String> {
-        let given = |id: &str| match id {
-            "table" => self.store.table.is_some(),
-            "region" => self.store.region.is_some(),
-            "dynamodb_endpoint" => self.store.dynamodb_endpoint.is_some(),
-            _ => self.storage_connect_timeout_secs != 0,
-        };
         let mut ignored = Vec::new();
-        for (id, flag, env) in DYNAMODB_ONLY {
-            if !given(id) {
+        for (id, flag, env, given) in DYNAMODB_ONLY {
+            if !given(self) {
                 continue;
             }
             if !self.from_environment.iter().any(|e| e == id) {
