@@ -7,6 +7,9 @@
 //! kubelet): the objects are what is checked, and the controller runs as
 //! a local process with the Deployment's own flags and environment.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -89,6 +92,92 @@ fn the_controller_charts_roles_grant_exactly_the_controllers_rules() {
     assert_eq!(role.metadata.namespace.as_deref(), Some("mcs-system"));
     let want = mcs_controller::rbac::lease_rules("mcs-controller");
     assert_eq!(role.rules, Some(want), "the chart's Lease Role against rbac::lease_rules");
+}
+
+/// Issue 23 item 8: the chart ships the admission policy that
+/// `mcs-controller rbac` prints, for the release's ServiceAccount, and
+/// leaves it out when asked.
+#[test]
+fn the_controller_charts_admission_policy_is_the_controllers() {
+    let Some(helm) = Helm::find() else { return };
+    let docs = helm.template("mcs-controller", "mcs-system", CONTROLLER_MIN);
+    let account = find_kind(&docs, "ServiceAccount")["metadata"]["name"].as_str().unwrap();
+    let role = find_kind(&docs, "ClusterRole")["metadata"]["name"].as_str().unwrap();
+    let policy: ValidatingAdmissionPolicy =
+        serde_json::from_value(find_kind(&docs, "ValidatingAdmissionPolicy").clone()).unwrap();
+    let want = mcs_controller::rbac::policy(role, "mcs-system", account);
+    assert_eq!(policy.metadata.name, want.metadata.name);
+    assert_eq!(policy.spec, want.spec, "templates/admission-policy.yaml against rbac::policy");
+    let binding: ValidatingAdmissionPolicyBinding =
+        serde_json::from_value(find_kind(&docs, "ValidatingAdmissionPolicyBinding").clone())
+            .unwrap();
+    assert_eq!(binding.spec, mcs_controller::rbac::policy_binding(role).spec);
+    let without = [CONTROLLER_MIN, &["rbac.admissionPolicy=false"]].concat();
+    let docs = helm.template("mcs-controller", "mcs-system", &without);
+    assert!(!docs.iter().any(|d| d["kind"].as_str().unwrap_or("").starts_with("ValidatingAdm")));
+}
+
+/// Issue 23 item 9: each chart ships its alerting rules as a
+/// PrometheusRule when asked (off by default), exactly the rules of
+/// deploy/prometheus/, with the labels a Prometheus selects rules by; asked
+/// where the operator's API is not served, it fails saying so.
+#[test]
+fn each_chart_ships_its_alerting_rules_as_a_prometheus_rule_when_asked() {
+    let Some(helm) = Helm::find() else { return };
+    for (chart, values, rules) in [
+        ("mcs-registry", &[][..], "deploy/prometheus/alerts.yaml"),
+        ("mcs-controller", CONTROLLER_MIN, "deploy/prometheus/mcs-controller-alerts.yaml"),
+    ] {
+        let docs = helm.template(chart, "mcs-system", values);
+        assert!(!docs.iter().any(|d| d["kind"] == "PrometheusRule"), "{chart}: off by default");
+        let asked =
+            [values, &["prometheusRule.enabled=true", "prometheusRule.labels.release=p"]].concat();
+        let served = ["--api-versions", "monitoring.coreos.com/v1"];
+        let args = helm.template_args(chart, "mcs-system", &asked, &served);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let docs = mcs_tests::charts::documents(&helm.ok("helm", &args, None, None));
+        let rule = find_kind(&docs, "PrometheusRule");
+        let path = mcs_tests::workspace_root().join(rules);
+        let want: serde_json::Value =
+            serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(rule["spec"], want, "{chart}: the PrometheusRule against {rules}");
+        assert_eq!(rule["metadata"]["labels"]["release"], "p");
+        let args = helm.template_args(chart, "mcs-system", &asked, &[]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = helm.run("helm", &args, None, None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("monitoring.coreos.com/v1"), "{stderr}");
+    }
+}
+
+/// Issue 23 item 9: promtool accepts the alerting rules of both charts
+/// (deploy/prometheus/), and each dashboard of deploy/grafana/ is JSON a
+/// Grafana imports: panels with distinct ids, each with a query on the
+/// dashboard's data source variable.
+#[test]
+fn promtool_accepts_the_alerting_rules_and_the_dashboards_are_well_formed() {
+    let Some(helm) = Helm::find() else { return };
+    let root = mcs_tests::workspace_root();
+    for rules in ["deploy/prometheus/alerts.yaml", "deploy/prometheus/mcs-controller-alerts.yaml"] {
+        let path = root.join(rules);
+        let out = helm.ok("promtool", &["check", "rules", path.to_str().unwrap()], None, None);
+        assert!(out.contains("SUCCESS"), "promtool check rules {rules}: {out}");
+    }
+    for dashboard in ["mcs-registry", "mcs-controller"] {
+        let path = root.join(format!("deploy/grafana/{dashboard}.json"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(json["uid"], dashboard);
+        let panels = json["panels"].as_array().unwrap();
+        let ids: std::collections::BTreeSet<u64> =
+            panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+        assert_eq!(ids.len(), panels.len(), "{dashboard}: panel ids repeat");
+        for panel in panels {
+            let targets = panel["targets"].as_array().unwrap();
+            assert!(!targets.is_empty(), "{dashboard}: {} has no query", panel["title"]);
+            assert_eq!(panel["datasource"]["uid"], "${datasource}", "{}", panel["title"]);
+        }
+    }
 }
 
 #[test]

@@ -24,6 +24,7 @@ const NS: &str = "demo";
 const WITHIN: Duration = Duration::from_secs(30);
 const SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
 const SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+const DRIFT_REPAIRS: &str = "mcs_controller_import_drift_repairs_total";
 
 async fn world(names: &[&str], flags: &[&str]) -> Option<World> {
     let world = World::start(mcs_tests::controller_binaries!(), names, flags).await?;
@@ -334,6 +335,31 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
         let problems =
             mcs_testkit::metrics::type_mismatches(&text, &doc, "## mcs-controller metrics");
         assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    // Issue 23 item 9: the controller's alerts and dashboard name only
+    // series the controllers export (or, for counters of rare events,
+    // document: they appear with their first event).
+    let mut exported = BTreeSet::new();
+    for c in [east, west] {
+        exported.extend(mcs_testkit::metrics::exported_names(&c.controllers[0].metrics().await));
+    }
+    let rare =
+        ["mcs_controller_cluster_lease_losses_total", "mcs_controller_undecodable_objects_total"];
+    for path in
+        ["deploy/prometheus/mcs-controller-alerts.yaml", "deploy/grafana/mcs-controller.json"]
+    {
+        let file = std::fs::read_to_string(mcs_tests::workspace_root().join(path)).unwrap();
+        let names = mcs_testkit::metrics::referenced_names(&file, &["mcs_controller_", "process_"]);
+        assert!(names.len() >= 5, "{path} references metrics: {names:?}");
+        let unknown: Vec<_> = names
+            .iter()
+            .filter(|n| {
+                let rare_and_documented = rare.contains(&n.as_str()) && documented.contains(*n);
+                !(exported.contains(*n) || rare_and_documented)
+            })
+            .collect();
+        assert!(unknown.is_empty(), "{path} names series nobody exports: {unknown:?}");
     }
 }
 
@@ -721,6 +747,10 @@ async fn drift_is_repaired_and_2500_endpoints_fit_in_slices() {
     assert_eq!(imported.len(), 25, "100 endpoints a slice");
     assert!(imported.iter().all(|s| s.endpoints.as_ref().map_or(0, Vec::len) <= 100));
 
+    // Our own writes, seen by our own watches, are no drift (issue 23 item 9).
+    let repairs = async || west.controllers[0].metric(DRIFT_REPAIRS, &[]).await;
+    assert_eq!(repairs().await, 0.0, "no drift repaired before any drift");
+
     // Drift: a slice deleted by hand, one edited by hand, one of ours that should not exist.
     let victim = imported[0].metadata.name.clone().unwrap();
     let edited = imported[1].metadata.name.clone().unwrap();
@@ -753,6 +783,8 @@ async fn drift_is_repaired_and_2500_endpoints_fit_in_slices() {
             && imported_endpoints(west, "big").await.len() == 2500
     })
     .await;
+    // Each repair counted (the alert McsControllerImportDriftRepairs).
+    assert!(repairs().await >= 3.0, "three objects repaired: {}", repairs().await);
 
     // Scaled down to 150: two slices, the rest deleted.
     for n in 1..3 {
@@ -920,7 +952,8 @@ async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refu
 /// the Lease Role. Item 11: without `--auto-export-selector` a labelled
 /// Service is not exported (before: the default selector exported it).
 #[tokio::test]
-async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt_in() {
+async fn the_controllers_token_reaches_only_its_own_lease_services_and_slices_and_auto_export_is_opt_in()
+ {
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use kube::api::PostParams;
     use mcs_tests::controller::SYSTEM_NAMESPACE;
@@ -964,7 +997,9 @@ async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt
         assert_eq!(held.as_deref(), Some("real"));
     }
     // Its own Lease it reads (and renews: it leads).
-    Api::<Lease>::namespaced(token, SYSTEM_NAMESPACE).get("mcs-controller").await.unwrap();
+    Api::<Lease>::namespaced(token.clone(), SYSTEM_NAMESPACE).get("mcs-controller").await.unwrap();
+
+    only_its_own_services_and_slices(east, &token).await;
 
     // Auto-export is off without a selector, whatever the labels.
     let mut labelled = service(NS, "labelled", &[("http", 80, 80)], false);
@@ -973,6 +1008,60 @@ async fn the_controllers_token_reaches_only_its_own_lease_and_auto_export_is_opt
     apply(&services(east), &labelled).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(exports(east).get_opt("labelled").await.unwrap().is_none(), "exported by label");
+}
+
+/// Issue 23 item 8: RBAC lets the controller write Services and
+/// EndpointSlices in every namespace (derived Services, imported slices);
+/// the admission policy `mcs-controller rbac` prints narrows that to the
+/// objects carrying its managed-by label, before and after the write.
+/// Before it, the controller's token deleted a user's Service, rewrote a
+/// user's slice and took a Service over by labelling it. The controller's
+/// own work is unaffected (`export_import_headless_invalid_unexport_and_rbac`
+/// finds no refused request of it in the audit log).
+async fn only_its_own_services_and_slices(east: &Cluster, token: &kube::Client) {
+    use kube::api::{Patch, PatchParams, PostParams};
+    use mcs_controller::import::plan::MANAGED_BY_LABEL;
+
+    let users = service(NS, "users", &[("http", 80, 80)], false);
+    apply(&services(east), &users).await;
+    apply(&slices(east), &endpoint_slice(NS, "users", "users-1", &["10.9.0.1"], &[("http", 80)]))
+        .await;
+    let token_services = Api::<Service>::namespaced(token.clone(), NS);
+    let token_slices = Api::<EndpointSlice>::namespaced(token.clone(), NS);
+    let refused = |result: kube::Result<()>, what: &str| match result {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            assert!(s.message.contains("managed-by"), "{what}: the reason names the label: {s:?}");
+        }
+        other => panic!("{what}: expected 403, got {other:?}"),
+    };
+    // The policy takes effect a moment after it is created: a dry run
+    // shows when (admission runs on dry runs, nothing is deleted).
+    let dry = DeleteParams { dry_run: true, ..DeleteParams::default() };
+    eventually(WITHIN, "the admission policy refuses the controller's token", async || {
+        matches!(token_services.delete("users", &dry).await, Err(kube::Error::Api(s)) if s.code == 403)
+    })
+    .await;
+    let delete = DeleteParams::default();
+    refused(token_services.delete("users", &delete).await.map(drop), "delete a user's Service");
+    refused(token_slices.delete("users-1", &delete).await.map(drop), "delete a user's slice");
+    let mut taken = users.clone();
+    taken.metadata.labels = Some([(MANAGED_BY_LABEL.into(), MANAGED_BY.into())].into());
+    let ssa = PatchParams::apply("mcs-controller").force();
+    refused(
+        token_services.patch("users", &ssa, &Patch::Apply(&taken)).await.map(drop),
+        "take a user's Service over by labelling it",
+    );
+    let mut unlabelled = service(NS, "made-by-token", &[("http", 80, 80)], false);
+    refused(
+        token_services.create(&PostParams::default(), &unlabelled).await.map(drop),
+        "create an unlabelled Service",
+    );
+    // What carries the label it writes and deletes.
+    unlabelled.metadata.labels = taken.metadata.labels.clone();
+    token_services.create(&PostParams::default(), &unlabelled).await.unwrap();
+    token_services.delete("made-by-token", &delete).await.unwrap();
+    assert!(services(east).get_opt("users").await.unwrap().is_some(), "the user's Service");
+    assert!(slices(east).get_opt("users-1").await.unwrap().is_some(), "the user's slice");
 }
 
 /// Issue 29 item 10: a leader paused (SIGSTOP) past its Lease and resumed

@@ -113,11 +113,33 @@ impl Helm {
     /// `helm template` of chart `chart` with `--set`-style `values`
     /// (`key=value`, `--set-json` when the value starts with `{` or `[`).
     pub fn template(&self, chart: &str, namespace: &str, values: &[&str]) -> Vec<Value> {
+        let args = self.template_args(chart, namespace, values, &[]);
+        documents(&self.ok(
+            "helm",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            None,
+            None,
+        ))
+    }
+
+    /// The arguments of [`Helm::template`], with `extra` ones of helm's
+    /// (`--api-versions`, `--kube-version`).
+    pub fn template_args(
+        &self,
+        chart: &str,
+        namespace: &str,
+        values: &[&str],
+        extra: &[&str],
+    ) -> Vec<String> {
         let dir = chart_dir(chart);
-        let mut args = vec!["template", "t", dir.to_str().expect("utf-8"), "-n", namespace];
-        let flags = set_flags(values);
-        args.extend(flags.iter().map(String::as_str));
-        documents(&self.ok("helm", &args, None, None))
+        let mut args: Vec<String> =
+            ["template", "t", dir.to_str().expect("utf-8"), "-n", namespace]
+                .into_iter()
+                .chain(extra.iter().copied())
+                .map(str::to_owned)
+                .collect();
+        args.extend(set_flags(values));
+        args
     }
 
     /// `helm install --dry-run=server` of `chart` against the cluster of

@@ -13,6 +13,9 @@
 //! ```
 
 use crate::RegistryProcess;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -351,8 +354,8 @@ pub const CONTROLLER_ACCOUNT: &str = "mcs-controller";
 
 /// What `mcs-controller rbac` prints for ServiceAccount
 /// `mcs-system/<account>` and the default Lease: the ClusterRole, the
-/// Lease Role in [`SYSTEM_NAMESPACE`], their bindings (all named after
-/// the account).
+/// Lease Role in [`SYSTEM_NAMESPACE`], their bindings, the admission
+/// policy and its binding (all named after the account).
 pub fn controller_rbac(account: &str) -> mcs_controller::rbac::Install {
     mcs_controller::rbac::Install {
         name: account.into(),
@@ -379,6 +382,9 @@ pub async fn install_rbac_as(env: &K8sEnv, kube: &kube::Client, account: &str) -
         env.service_account_kubeconfig(SYSTEM_NAMESPACE, &install.service_account).await;
     apply(&Api::<ClusterRoleBinding>::all(kube.clone()), &objects.cluster_role_binding).await;
     apply(&Api::<RoleBinding>::namespaced(kube.clone(), SYSTEM_NAMESPACE), &objects.role_binding)
+        .await;
+    apply(&Api::<ValidatingAdmissionPolicy>::all(kube.clone()), &objects.policy).await;
+    apply(&Api::<ValidatingAdmissionPolicyBinding>::all(kube.clone()), &objects.policy_binding)
         .await;
     kubeconfig
 }

@@ -35,6 +35,10 @@ pub const EXPORTS: &str = "mcs_controller_exports";
 /// Objects the importer wrote (server-side applies that changed something),
 /// by `kind` (`ServiceImport`, `ServiceImportStatus`, `Service`, `EndpointSlice`).
 pub const IMPORT_OBJECTS_WRITTEN: &str = "mcs_controller_import_objects_written_total";
+/// Objects the importer wrote or deleted because someone else had changed
+/// or deleted an object of its own (drift), not because the registry's
+/// list changed.
+pub const IMPORT_DRIFT_REPAIRS: &str = "mcs_controller_import_drift_repairs_total";
 /// Objects the importer deleted, by `kind`.
 pub const IMPORT_OBJECTS_DELETED: &str = "mcs_controller_import_objects_deleted_total";
 /// EndpointSlices of an import, by `namespace` and `name` (0 once it is gone).
@@ -81,6 +85,11 @@ pub fn describe() {
         IMPORT_OBJECTS_DELETED,
         Unit::Count,
         "Objects the importer deleted, by kind."
+    );
+    describe_counter!(
+        IMPORT_DRIFT_REPAIRS,
+        Unit::Count,
+        "Objects the importer rewrote or deleted because someone else had changed its own."
     );
     describe_gauge!(IMPORT_SLICES, Unit::Count, "EndpointSlices of an import.");
     describe_gauge!(IMPORT_ENDPOINTS, Unit::Count, "Endpoints across an import's slices.");

@@ -19,7 +19,30 @@
 //! named verbs is the right to create other Leases in the controller's own
 //! namespace, none of which the controller can then change; it can neither
 //! read nor change any Lease but its own.
+//!
+//! What RBAC cannot narrow (it has no rule by label: writes to derived
+//! Services and imported EndpointSlices must be allowed in every namespace)
+//! a ValidatingAdmissionPolicy does (issue 23 item 8, Kubernetes ≥ 1.30):
+//! for requests of the controller's ServiceAccount only, a Service or an
+//! EndpointSlice may be created, changed or deleted only when it carries
+//! the controller's managed-by label, before and after ([`policy`]).
+//!
+//! ```text
+//!  ValidatingAdmissionPolicy         <name>   services, endpointslices: CREATE, UPDATE, DELETE
+//!    matchConditions  request.userInfo.username == system:serviceaccount:<ns>:<sa>
+//!    validations      the old object (UPDATE, DELETE) and the new one (CREATE, UPDATE)
+//!                     carry app.kubernetes.io/managed-by (Services) or
+//!                     endpointslice.kubernetes.io/managed-by (slices) = MANAGED_BY
+//!  ValidatingAdmissionPolicyBinding  <name>   validationActions: [Deny]
+//! ```
 
+use crate::MANAGED_BY;
+use crate::import::plan::{MANAGED_BY_LABEL, SLICE_MANAGED_BY_LABEL};
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
+    ValidatingAdmissionPolicySpec, Validation, Variable,
+};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
@@ -85,6 +108,10 @@ pub struct Objects {
     pub role: Role,
     /// Binds the Role to the ServiceAccount.
     pub role_binding: RoleBinding,
+    /// Only objects of the controller's own: [`policy`].
+    pub policy: ValidatingAdmissionPolicy,
+    /// Binds the policy to every namespace, denying what fails it.
+    pub policy_binding: ValidatingAdmissionPolicyBinding,
 }
 
 impl Install {
@@ -119,10 +146,12 @@ impl Install {
                 role_ref: role_ref("Role"),
                 subjects,
             },
+            policy: policy(&self.name, &self.namespace, &self.service_account),
+            policy_binding: policy_binding(&self.name),
         }
     }
 
-    /// The four objects as one YAML stream, as `kubectl apply -f -` takes it.
+    /// The six objects as one YAML stream, as `kubectl apply -f -` takes it.
     pub fn yaml(&self) -> Result<String, serde_norway::Error> {
         let o = self.objects();
         let docs = [
@@ -130,8 +159,102 @@ impl Install {
             serde_norway::to_string(&o.cluster_role_binding)?,
             serde_norway::to_string(&o.role)?,
             serde_norway::to_string(&o.role_binding)?,
+            serde_norway::to_string(&o.policy)?,
+            serde_norway::to_string(&o.policy_binding)?,
         ];
         Ok(docs.iter().map(|d| format!("---\n{d}")).collect())
+    }
+}
+
+/// `(API group, resource, the label that marks the controller's own)`:
+/// what [`policy`] limits the controller to its own objects of.
+pub const OWN_OBJECTS_ONLY: &[(&str, &str, &str)] = &[
+    ("", "services", MANAGED_BY_LABEL),
+    ("discovery.k8s.io", "endpointslices", SLICE_MANAGED_BY_LABEL),
+];
+
+/// The ValidatingAdmissionPolicy named `name`: requests of ServiceAccount
+/// `namespace/service_account` to create, change or delete an object of
+/// [`OWN_OBJECTS_ONLY`] pass only when the object carries its label with
+/// the value [`MANAGED_BY`], before the request (UPDATE, DELETE) and after
+/// it (CREATE, UPDATE): the controller can neither change nor take over an
+/// object it did not make. Other users are not matched at all.
+pub fn policy(name: &str, namespace: &str, service_account: &str) -> ValidatingAdmissionPolicy {
+    let rules = OWN_OBJECTS_ONLY
+        .iter()
+        .map(|(group, resource, _)| NamedRuleWithOperations {
+            api_groups: Some(vec![(*group).to_owned()]),
+            api_versions: Some(vec!["*".to_owned()]),
+            operations: Some(["CREATE", "UPDATE", "DELETE"].map(str::to_owned).into()),
+            resources: Some(vec![(*resource).to_owned()]),
+            ..NamedRuleWithOperations::default()
+        })
+        .collect();
+    // The label that marks the request's kind of object as ours.
+    let label = OWN_OBJECTS_ONLY.iter().rev().skip(1).fold(
+        format!("'{}'", OWN_OBJECTS_ONLY[OWN_OBJECTS_ONLY.len() - 1].2),
+        |otherwise, (_, resource, label)| {
+            format!("request.resource.resource == '{resource}' ? '{label}' : {otherwise}")
+        },
+    );
+    let ours = |object: &str| {
+        format!(
+            "has({object}.metadata.labels) && variables.label in {object}.metadata.labels \
+             && {object}.metadata.labels[variables.label] == '{MANAGED_BY}'"
+        )
+    };
+    let message = |when: &str| {
+        format!(
+            "'{service_account} may ' + request.operation.lowerAscii() + ' only ' + \
+             request.resource.resource + ' labelled ' + variables.label + \
+             '={MANAGED_BY} ({when})'"
+        )
+    };
+    ValidatingAdmissionPolicy {
+        metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: Some("Fail".into()),
+            match_constraints: Some(MatchResources {
+                resource_rules: Some(rules),
+                ..MatchResources::default()
+            }),
+            match_conditions: Some(vec![MatchCondition {
+                name: "the-controller".into(),
+                expression: format!(
+                    "request.userInfo.username == \
+                     'system:serviceaccount:{namespace}:{service_account}'"
+                ),
+            }]),
+            variables: Some(vec![Variable { name: "label".into(), expression: label }]),
+            validations: Some(vec![
+                Validation {
+                    expression: format!("request.operation == 'CREATE' || ({})", ours("oldObject")),
+                    message_expression: Some(message("the object as it was")),
+                    reason: Some("Forbidden".into()),
+                    ..Validation::default()
+                },
+                Validation {
+                    expression: format!("request.operation == 'DELETE' || ({})", ours("object")),
+                    message_expression: Some(message("the object as written")),
+                    reason: Some("Forbidden".into()),
+                    ..Validation::default()
+                },
+            ]),
+            ..ValidatingAdmissionPolicySpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Binds [`policy`] `name` everywhere, denying what fails it.
+pub fn policy_binding(name: &str) -> ValidatingAdmissionPolicyBinding {
+    ValidatingAdmissionPolicyBinding {
+        metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() },
+        spec: ValidatingAdmissionPolicyBindingSpec {
+            policy_name: name.to_owned(),
+            validation_actions: vec!["Deny".into()],
+            ..ValidatingAdmissionPolicyBindingSpec::default()
+        },
     }
 }
 
@@ -253,10 +376,21 @@ mod tests {
     }
 
     #[test]
-    fn the_yaml_is_four_documents_kubectl_can_apply() {
+    fn the_yaml_is_six_documents_kubectl_can_apply() {
         let yaml = install().yaml().unwrap();
         let kinds: Vec<&str> = yaml.lines().filter_map(|l| l.strip_prefix("kind: ")).collect();
-        assert_eq!(kinds, ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"], "{yaml}");
-        assert_eq!(yaml.matches("---\n").count(), 4, "{yaml}");
+        assert_eq!(
+            kinds,
+            [
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding"
+            ],
+            "{yaml}"
+        );
+        assert_eq!(yaml.matches("---\n").count(), 6, "{yaml}");
     }
 }

@@ -31,13 +31,7 @@ fn documented() -> BTreeSet<String> {
 
 /// Words that look like metric names of the registry in a file.
 fn referenced(text: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        if word.starts_with("mcs_") || word.starts_with("process_") {
-            names.insert(mcs_testkit::metrics::base_name(word).to_owned());
-        }
-    }
-    names
+    mcs_testkit::metrics::referenced_names(text, &["mcs_", "process_"])
 }
 
 /// A registry with some traffic behind it: a registration, a list, a watch,

@@ -167,6 +167,16 @@ pub fn type_mismatches(text: &str, doc: &str, heading: &str) -> Vec<String> {
     problems
 }
 
+/// The metric names a file refers to (an alert rule, a dashboard): every
+/// word starting with one of `prefixes`, histogram parts taken to their
+/// metric.
+pub fn referenced_names(text: &str, prefixes: &[&str]) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| prefixes.iter().any(|p| word.starts_with(p)))
+        .map(|word| base_name(word).to_owned())
+        .collect()
+}
+
 /// A series' metric name without the suffixes a histogram's parts add.
 pub fn base_name(name: &str) -> &str {
     ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name)
@@ -183,6 +193,14 @@ pub fn documented_names(doc: &str, heading: &str) -> std::collections::BTreeSet<
 #[cfg(test)]
 mod convention_tests {
     use super::*;
+
+    #[test]
+    fn referenced_names_are_the_words_with_a_prefix_as_metrics() {
+        let text = r#"rate(mcs_a_total{x="mcs_b"}[5m]) / process_cpu + x_mcs_c + mcs_d_bucket"#;
+        let names: Vec<String> =
+            referenced_names(text, &["mcs_", "process_"]).into_iter().collect();
+        assert_eq!(names, ["mcs_a_total", "mcs_b", "mcs_d", "process_cpu"]);
+    }
 
     #[test]
     fn breaches_and_mismatches_are_named() {

@@ -614,8 +614,13 @@ const FAMILY_PROBE_NAMESPACE: &str = "default";
 /// server assigns to a dry-run `PreferDualStack` Service (nothing is stored).
 pub async fn cluster_families(client: &kube::Client) -> anyhow::Result<Vec<IpFamily>> {
     let services: Api<Service> = Api::namespaced(client.clone(), FAMILY_PROBE_NAMESPACE);
+    // Labelled as ours, as everything it writes (the admission policy,
+    // `rbac::policy`, refuses the controller any other Service).
     let probe: Service = serde_json::from_value(serde_json::json!({
-        "metadata": {"generateName": "mcs-ip-family-probe-"},
+        "metadata": {
+            "generateName": "mcs-ip-family-probe-",
+            "labels": {plan::MANAGED_BY_LABEL: MANAGED_BY},
+        },
         "spec": {"ipFamilyPolicy": "PreferDualStack", "ports": [{"port": 1}]},
     }))?;
     let params = PostParams { dry_run: true, field_manager: Some(FIELD_MANAGER.into()) };

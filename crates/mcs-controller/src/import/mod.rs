@@ -27,8 +27,9 @@ pub mod plan;
 
 use crate::Context;
 use crate::metrics::{
-    IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE, IMPORT_REMOVAL_HOLD,
-    IMPORT_REMOVALS_HELD, IMPORT_SLICES, IMPORT_SYNC_SECONDS, IMPORTS, RECONCILES,
+    IMPORT_DRIFT_REPAIRS, IMPORT_ENDPOINTS, IMPORT_NAMESPACE_MISSING, IMPORT_REGISTRY_AVAILABLE,
+    IMPORT_REMOVAL_HOLD, IMPORT_REMOVALS_HELD, IMPORT_SLICES, IMPORT_SYNC_SECONDS, IMPORTS,
+    RECONCILES,
 };
 use apply::{Key, Outcome, Stores, Touched, brief};
 use hold::{HoldPolicy, Judged, RemovalHold};
@@ -195,6 +196,9 @@ struct Importer {
     probe_error: Option<String>,
     /// Services to reconcile and when.
     pending: BTreeMap<Key, Instant>,
+    /// Services pending because an object of ours changed (not the
+    /// registry's list): what their reconcile writes repairs drift.
+    drifted: BTreeSet<Key>,
     /// Imports whose missing namespace was logged.
     missing_logged: BTreeSet<Key>,
     /// Imports with per-import gauges set (zeroed when they go).
@@ -213,6 +217,8 @@ struct Importer {
 
 impl Importer {
     fn new(ctx: Arc<Context>, stores: Stores) -> Self {
+        // Exported from the start: an alert compares its increase.
+        metrics::counter!(IMPORT_DRIFT_REPAIRS).increment(0);
         Self {
             ctx,
             stores,
@@ -222,6 +228,7 @@ impl Importer {
             watch_error: None,
             probe_error: None,
             pending: BTreeMap::new(),
+            drifted: BTreeSet::new(),
             missing_logged: BTreeSet::new(),
             gauged: BTreeSet::new(),
             failures: BTreeMap::new(),
@@ -339,6 +346,7 @@ impl Importer {
                 let mut total = Outcome::default();
                 for key in keys {
                     self.pending.remove(&key);
+                    self.drifted.remove(&key);
                     total += self.reconcile(&key, &state).await;
                 }
                 self.publish_ready();
@@ -372,8 +380,14 @@ impl Importer {
     fn on_touched(&mut self, touched: Touched) {
         let due = Instant::now() + DEBOUNCE;
         let keys: Vec<Key> = match touched {
-            Touched::Key(key) => vec![key],
-            Touched::Unlabelled => vec![unlabelled_key()],
+            Touched::Key(key) => {
+                self.drifted.insert(key.clone());
+                vec![key]
+            }
+            Touched::Unlabelled => {
+                self.drifted.insert(unlabelled_key());
+                vec![unlabelled_key()]
+            }
             Touched::Namespace(ns) => self
                 .latest
                 .iter()
@@ -402,9 +416,22 @@ impl Importer {
         let state = self.state();
         for key in due {
             self.pending.remove(&key);
-            self.reconcile(&key, &state).await;
+            self.reconcile_pending(&key, &state).await;
         }
         self.publish_ready();
+    }
+
+    /// Reconciles `key`, counting what it writes as drift repairs when an
+    /// object of ours changed since its last reconcile and the registry's
+    /// list did not (our own writes come back through the watches too, and
+    /// find nothing to change: what is written then, someone else changed).
+    async fn reconcile_pending(&mut self, key: &Key, state: &RegistryState) -> Outcome {
+        let drifted = self.drifted.remove(key);
+        let outcome = self.reconcile(key, state).await;
+        if drifted {
+            metrics::counter!(IMPORT_DRIFT_REPAIRS).increment(outcome.writes + outcome.deletes);
+        }
+        outcome
     }
 
     /// Sets the gauge of imports by the status of their `Ready`.
@@ -444,11 +471,10 @@ impl Importer {
             0.0
         });
         let mut total = Outcome::default();
-        for key in self.all_keys() {
+        for key in self.all_keys().into_iter().chain([unlabelled_key()]) {
             self.pending.remove(&key);
-            total += self.reconcile(&key, &state).await;
+            total += self.reconcile_pending(&key, &state).await;
         }
-        total += self.reconcile(&unlabelled_key(), &state).await;
         self.publish_ready();
         total
     }
