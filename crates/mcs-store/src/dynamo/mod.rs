@@ -19,7 +19,7 @@
 mod condition;
 mod errors;
 mod facts;
-mod item;
+pub(crate) mod item;
 mod migrate;
 pub mod raw;
 mod size;
