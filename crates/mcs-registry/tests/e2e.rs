@@ -389,13 +389,8 @@ async fn an_export_withdrawn_through_another_process_stays_withdrawn_after_ttl()
     .await;
 
     // Ten days on: past the retention of every lease and tombstone.
+    // What TTL deleted is checked last, after what the processes serve.
     let deleted = dynamo::emulate_ttl(&endpoint, dynamo::REGION, &table, dynamo::TEN_DAYS).await;
-    assert_eq!(deleted, 1, "the cluster's record, not the export's withdrawal");
-    let store = dynamo::store_in(&endpoint, dynamo::REGION, &table).await;
-    let spec = mcs_core::fixtures::mk_export_spec(0, vec![]);
-    let key = mcs_core::fixtures::mk_export("c1", "svc", 1, spec).key;
-    let stored = mcs_store::Store::get(&store, &key).await.unwrap();
-    assert!(stored.as_ref().is_some_and(mcs_core::Record::is_tombstone), "stored: {stored:?}");
 
     // Both running processes read everything again; the controller's next
     // heartbeat registers the cluster again.
@@ -425,4 +420,10 @@ async fn an_export_withdrawn_through_another_process_stays_withdrawn_after_ttl()
         prints.push(list["fingerprint"].clone());
     }
     assert!(prints.iter().all(|p| *p == prints[0]), "the processes agree: {prints:?}");
+    assert_eq!(deleted, 1, "TTL deleted the cluster's record, not the export's withdrawal");
+    let store = dynamo::store_in(&endpoint, dynamo::REGION, &table).await;
+    let spec = mcs_core::fixtures::mk_export_spec(0, vec![]);
+    let key = mcs_core::fixtures::mk_export("c1", "svc", 1, spec).key;
+    let stored = mcs_store::Store::get(&store, &key).await.unwrap();
+    assert!(stored.as_ref().is_some_and(mcs_core::Record::is_tombstone), "stored: {stored:?}");
 }
