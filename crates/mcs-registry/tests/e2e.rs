@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed call should fail the test loudly
 
-use mcs_testkit::{RegistryProcess, dynamo, fixtures};
+use mcs_testkit::{RegistryProcess, dynamo, eventually, fixtures};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -323,4 +323,107 @@ async fn a_table_one_additive_migration_ahead_is_served() {
     let readyz = http.get(format!("{}/readyz", registry.admin_url())).send().await.unwrap();
     assert_eq!(readyz.status(), 503, "not ready on a table it may misread");
     assert_eq!(registry.terminate().await, Some(0));
+}
+
+/// `GET {api}/v1/{section}`, answered 200.
+async fn get_list(http: &reqwest::Client, api: &str, section: &str) -> Value {
+    let reply = http.get(format!("{api}/v1/{section}")).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "GET /v1/{section}");
+    reply.json().await.unwrap()
+}
+
+/// `PUT /v1/clusters/c1` by controller `ctl-1` through `api`, answered 200.
+async fn register_cluster(http: &reqwest::Client, api: &str) {
+    let reply = http
+        .put(format!("{api}/v1/clusters/c1"))
+        .json(&fixtures::cluster("ctl-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+}
+
+/// Issue 22, item 1, one region and two processes (docs/design.md §3,
+/// "Invariant (issue 22)"): an export put through one registry process and
+/// withdrawn through another stays withdrawn when TTL has run ten days on
+/// (its tombstone carries no `ttl`). The cluster, whose record TTL deletes,
+/// registers again, so that an export left live would be served; the two
+/// running processes after a full read and a fresh third serve no export,
+/// and agree. In one region the withdrawal replaces the export's own item,
+/// so what could fail here is the tombstone's own survival (the store
+/// check); across regions see the multiregion scenario
+/// `an_export_withdrawn_in_another_region_stays_withdrawn_after_ttl`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_withdrawn_through_another_process_stays_withdrawn_after_ttl() {
+    let Some(endpoint) = dynamo::dynamodb_endpoint() else { return };
+    let table = dynamo::fresh_table(&endpoint, "ttl-export").await;
+    let mut args = dynamo::registry_args(&endpoint, &table);
+    args.extend(
+        ["--refresh-interval-ms", "200", "--full-resync-interval-secs", "1"].map(str::to_owned),
+    );
+    let first = RegistryProcess::start(REGISTRY, &args).await;
+    let second = RegistryProcess::start(REGISTRY, &args).await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let (api1, api2) = (first.api_url().to_owned(), second.api_url().to_owned());
+    let export_path = "/v1/clusters/c1/exports/llm/svc";
+
+    register_cluster(&http, &api1).await;
+    let export = fixtures::with(
+        fixtures::export("ClusterSetIP", "2026-01-01T00:00:00Z", "10.1.0.1"),
+        json!({"incarnation": "ctl-1"}),
+    );
+    let reply = http.put(format!("{api1}{export_path}")).json(&export).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+    let exports = async |api: &str| get_list(&http, api, "exports").await;
+    eventually(Duration::from_secs(10), "the second process serves the export", async || {
+        exports(&api2).await["exports"].as_array().unwrap().len() == 1
+    })
+    .await;
+
+    let reply = http.delete(format!("{api2}{export_path}?incarnation=ctl-1")).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+    eventually(Duration::from_secs(10), "neither process serves it", async || {
+        exports(&api1).await["exports"].as_array().unwrap().is_empty()
+            && exports(&api2).await["exports"].as_array().unwrap().is_empty()
+    })
+    .await;
+
+    // Ten days on: past the retention of every lease and tombstone.
+    // What TTL deleted is checked last, after what the processes serve.
+    let deleted = dynamo::emulate_ttl(&endpoint, dynamo::REGION, &table, dynamo::TEN_DAYS).await;
+
+    // Both running processes read everything again; the controller's next
+    // heartbeat registers the cluster again.
+    let full = r#"mcs_reader_polls_total{mode="full",outcome="ok"}"#;
+    let before = [first.metric(&http, full).await, second.metric(&http, full).await];
+    eventually(Duration::from_secs(10), "a full read in both processes", async || {
+        first.metric(&http, full).await > before[0] && second.metric(&http, full).await > before[1]
+    })
+    .await;
+    register_cluster(&http, &api1).await;
+    let third = RegistryProcess::start(REGISTRY, &args).await;
+    let apis = [api1, api2, third.api_url().to_owned()];
+    eventually(Duration::from_secs(10), "every process serves the cluster", async || {
+        for api in &apis {
+            if get_list(&http, api, "clusters").await["clusters"].as_array().unwrap().len() != 1 {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let mut prints = Vec::new();
+    for api in &apis {
+        let list = exports(api).await;
+        assert_eq!(list["exports"], json!([]), "{api} serves the withdrawn export: {list}");
+        assert_eq!(list["complete"], json!(true), "{api}");
+        prints.push(list["fingerprint"].clone());
+    }
+    assert!(prints.iter().all(|p| *p == prints[0]), "the processes agree: {prints:?}");
+    assert_eq!(deleted, 1, "TTL deleted the cluster's record, not the export's withdrawal");
+    let store = dynamo::store_in(&endpoint, dynamo::REGION, &table).await;
+    let spec = mcs_core::fixtures::mk_export_spec(0, vec![]);
+    let key = mcs_core::fixtures::mk_export("c1", "svc", 1, spec).key;
+    let stored = mcs_store::Store::get(&store, &key).await.unwrap();
+    assert!(stored.as_ref().is_some_and(mcs_core::Record::is_tombstone), "stored: {stored:?}");
 }

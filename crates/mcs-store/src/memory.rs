@@ -96,6 +96,26 @@ impl Store for MemoryStore {
     }
 }
 
+/// What DynamoDB's TTL would delete had these records been its items,
+/// written with the DynamoDB store's default retention (as the suite's
+/// DynamoDB stores are): the `ttl` that store computes
+/// (`mcs_core::rules::ttl_expires_at_ms` plus the retention) is reached.
+/// For the conformance suite's TTL case; the memory store itself expires
+/// nothing (docs/design.md §11).
+#[cfg(feature = "testsuite")]
+#[async_trait]
+impl crate::testsuite::EmulatesTtl for MemoryStore {
+    async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError> {
+        use crate::dynamo::item::{expired_by_ttl, ttl_of};
+        let retention_ms =
+            u64::try_from(crate::dynamo::DEFAULT_RETENTION.as_millis()).unwrap_or(u64::MAX);
+        let mut items = self.items()?;
+        let before = items.len();
+        items.retain(|_, r| !ttl_of(r, retention_ms).is_some_and(|t| expired_by_ttl(t, now_ms)));
+        Ok(before - items.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

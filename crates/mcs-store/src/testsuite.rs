@@ -6,15 +6,32 @@
 //! store of its own. `store_conformance_suite!(optional: expr)` takes an
 //! `expr` of type `Option<S>` instead, and a test whose store is `None`
 //! passes without running (a backend whose server is not configured).
+//! Every backend it runs against implements [`EmulatesTtl`], so that the
+//! suite can delete what DynamoDB's TTL would.
 
 #![allow(clippy::unwrap_used)] // test code: a failed call should fail the test loudly
 
 use crate::{
     ChangeStamp, LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size,
 };
+use async_trait::async_trait;
 use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool, pool_key};
 use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use std::sync::Arc;
+
+/// A backend that can delete what DynamoDB's TTL would have deleted by a
+/// given time, for the suite's TTL case (docs/design.md §3, "Invariant
+/// (issue 22)"). Test support, on the concrete stores only: the registry
+/// never calls it.
+#[async_trait]
+pub trait EmulatesTtl: Store {
+    /// Deletes every item whose `ttl` (epoch seconds) `now_ms` has reached,
+    /// as DynamoDB's TTL does some time after; how many it deleted.
+    /// DynamoDB: the `ttl` attribute as stored; the memory store: the `ttl`
+    /// the DynamoDB store would have written (`ttl_expires_at_ms` plus its
+    /// default retention, a day).
+    async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError>;
+}
 
 /// Expands to the conformance suite for the store built by `$make`; with
 /// `optional:`, `$make` is an `Option` and `None` skips the test.
@@ -43,6 +60,7 @@ macro_rules! store_conformance_suite {
             an_item_over_the_size_limit_is_refused_naming_its_field,
             a_renewal_in_place_keeps_changed_at_and_moves_the_lease,
             a_renewal_in_place_is_refused_unless_it_renews_the_stored_record,
+            ttl_never_leaves_a_withdrawn_key_live,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -419,6 +437,56 @@ pub async fn a_renewal_in_place_is_refused_unless_it_renews_the_stored_record(
     let mut want = vec![stored.clone(), termless, tomb];
     want.sort_by_key(|r| r.key.clone());
     assert_eq!(all, want, "nothing written");
+}
+
+/// A day, in ms: the longest lease, and the retention of the suite's
+/// stores (the DynamoDB store's default).
+const DAY_MS: u64 = 86_400_000;
+
+/// Ten days, in ms: past every retention (a day to a few) after every
+/// lease (a day at most).
+const TEN_DAYS_MS: u64 = 10 * DAY_MS;
+
+/// Issue 22, item 1: a live item is never left behind by a tombstone that
+/// supersedes it, whatever TTL does (docs/design.md §3). An export's
+/// withdrawal is still read ten days on, TTL emulated (its tombstone has no
+/// `ttl`: only gc deletes it); a pool's withdrawal is kept a retention past
+/// the lease it withdrew, and after TTL has deleted it nothing live of the
+/// key remains.
+pub async fn ttl_never_leaves_a_withdrawn_key_live<S: EmulatesTtl>(store: Arc<S>) {
+    let export = at(mk_export("c1", "svc", 5, mk_export_spec(1_700_000_000, vec![])), 1_000);
+    // The longest lease, withdrawn at once.
+    let lease_end = 1_000 + DAY_MS;
+    let pool = with_terms(at(mk_pool("p", 5, "w", Some("x"), Some(lease_end)), 1_000), TERMS);
+    let mut withdrawals = Vec::new();
+    for live in [&export, &pool] {
+        assert_eq!(store.put(live, 1_000).await.unwrap(), PutOutcome::Applied);
+        let mut tomb = at(mk_tombstone("p", 6, "w"), 2_000);
+        tomb.key = live.key.clone();
+        tomb.owner = live.owner.clone();
+        tomb.lease_until_ms = mcs_core::rules::withdrawn_lease_end(Some(live));
+        assert_eq!(store.put(&tomb, 2_000).await.unwrap(), PutOutcome::Applied);
+        withdrawals.push(tomb);
+    }
+    let [export_tomb, pool_tomb] = &withdrawals[..] else { unreachable!() };
+    // Within a day of the withdrawn lease's end (the suite's stores keep a
+    // day), nothing goes: a tombstone outlives the lease it withdrew.
+    let within = store.emulate_ttl(lease_end + DAY_MS - 1_000).await.unwrap();
+    for tomb in [export_tomb, pool_tomb] {
+        assert_eq!(store.get(&tomb.key).await.unwrap().as_ref(), Some(tomb), "within a day");
+    }
+    assert_eq!(within, 0, "nothing deleted within a day");
+
+    let deleted = store.emulate_ttl(1_000 + TEN_DAYS_MS).await.unwrap();
+    assert_eq!(
+        store.get(&export.key).await.unwrap().as_ref(),
+        Some(export_tomb),
+        "the export is still withdrawn"
+    );
+    assert_eq!(store.get(&pool.key).await.unwrap(), None, "nothing of the pool is left");
+    let all = store.read_all().await.unwrap();
+    assert_eq!(all, vec![export_tomb.clone()], "a full read: the export's withdrawal only");
+    assert_eq!(deleted, 1, "the pool's tombstone, not the export's");
 }
 
 /// An export of `n` copies of one endpoint.

@@ -21,6 +21,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool_key, port};
 use mcs_core::{Key, Record};
 use mcs_store::dynamo::migrate;
+use mcs_store::testsuite::EmulatesTtl;
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store, StoreError};
 use mcs_testkit::dynamo::{REGION, dynamodb_endpoint as endpoint, unique_table};
 use mcs_testkit::metrics::MemoryRecorder;
@@ -121,25 +122,6 @@ async fn items_of_every_origin_are_merged_by_version() {
     assert_eq!(store.get(&local.key).await.unwrap().unwrap().version.generation, 9);
 }
 
-/// What DynamoDB's TTL does once `now_s` has passed: deletes every item
-/// whose `ttl` (epoch seconds) is at or before it. Returns how many.
-async fn emulate_ttl(store: &DynamoStore, now_s: u64) -> usize {
-    let mut deleted = 0;
-    for item in store.scan_items(None).await.unwrap() {
-        let expired = item.get("ttl").and_then(|t| t.as_n().ok()?.parse::<u64>().ok());
-        if expired.is_some_and(|ttl| ttl <= now_s) {
-            let key = HashMap::from([
-                ("pk".to_owned(), item["pk"].clone()),
-                ("sk".to_owned(), item["sk"].clone()),
-            ]);
-            let table = store.table();
-            store.client().delete_item().table_name(table).set_key(Some(key)).send().await.unwrap();
-            deleted += 1;
-        }
-    }
-    deleted
-}
-
 /// Issue 22, item 1: an export written through one region (its item has
 /// no `ttl`: it lives on its cluster's lease) and withdrawn through another
 /// (a tombstone of the other origin). When TTL deleted the tombstone, every
@@ -174,7 +156,7 @@ async fn ttl_never_leaves_a_live_item_behind_a_tombstone_of_another_origin() {
         assert!(here.get(&live.key).await.unwrap().unwrap().is_tombstone());
     }
     // Ten days on: far past the retention of every tombstone and lease.
-    let deleted = emulate_ttl(&here, (1_000 + 10 * 86_400_000) / 1000).await;
+    let deleted = here.emulate_ttl(1_000 + 10 * 86_400_000).await.unwrap();
     assert_eq!(deleted, 2, "the pool's two items; neither export item");
     let merged = here.get(&export.key).await.unwrap();
     assert!(merged.as_ref().is_some_and(Record::is_tombstone), "export came back: {merged:?}");

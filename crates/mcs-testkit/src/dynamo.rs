@@ -4,6 +4,7 @@
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_dynamodb::config::Credentials;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The endpoint of the DynamoDB tests (`MCS_TEST_DYNAMODB_ENDPOINT`, which
 /// `scripts/with-moto.sh` sets): the one rule every test tree uses.
@@ -16,9 +17,7 @@ pub const REGION: &str = "us-east-1";
 /// `{prefix}-{pid}-{nanos}-{n}`.
 pub fn unique_name(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     format!("{prefix}-{}-{nanos}-{n}", std::process::id())
 }
@@ -86,6 +85,34 @@ pub async fn fresh_table(endpoint: &str, name: &str) -> String {
     let table = unique_table(name);
     migrate_table(endpoint, &table).await;
     table
+}
+
+/// A [`DynamoStore`](mcs_store::DynamoStore) on `table` in `region` of
+/// `endpoint`, at the table's schema, to look at what a registry stored.
+pub async fn store_in(endpoint: &str, region: &str, table: &str) -> mcs_store::DynamoStore {
+    let sdk = sdk_config(Some(endpoint), region).await;
+    let store = mcs_store::DynamoStore::from_sdk_config(&sdk, mcs_store::DynamoConfig::new(table))
+        .unwrap_or_else(|e| panic!("a store on {table} in {region}: {e}"));
+    store.ensure_schema().await.unwrap_or_else(|e| panic!("{table} in {region}: {e}"));
+    store
+}
+
+/// Ten days: past the retention (two days by default) after the longest
+/// lease (a day), so TTL may have deleted every leased item and tombstone
+/// by then.
+pub const TEN_DAYS: Duration = Duration::from_secs(10 * 86_400);
+
+/// Deletes from `table` in `region` of `endpoint` every item DynamoDB's
+/// TTL would have deleted once `later` has passed from now (each item
+/// whose stored `ttl` that time has reached:
+/// [`EmulatesTtl`](mcs_store::testsuite::EmulatesTtl)); how many.
+pub async fn emulate_ttl(endpoint: &str, region: &str, table: &str, later: Duration) -> usize {
+    use mcs_store::testsuite::EmulatesTtl;
+    let then = SystemTime::now() + later;
+    let then_ms = then.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let store = store_in(endpoint, region, table).await;
+    let deleted = store.emulate_ttl(u64::try_from(then_ms).unwrap_or(u64::MAX)).await;
+    deleted.unwrap_or_else(|e| panic!("TTL on {table} in {region}: {e}"))
 }
 
 /// Registry flags for `--storage dynamodb` on `table` in `region` at

@@ -249,6 +249,19 @@ impl RegistryProcess {
         &self.admin
     }
 
+    /// The value of the metric sample `sample` (name and labels exactly as
+    /// rendered) on its `/metrics`, summed over the lines that carry it; 0
+    /// when absent.
+    pub async fn metric(&self, http: &reqwest::Client, sample: &str) -> f64 {
+        let url = format!("{}/metrics", self.admin);
+        let text = http.get(&url).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        let text = text.text().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        text.lines()
+            .filter_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .map(|v| v.trim().parse::<f64>().unwrap_or_else(|e| panic!("{sample} {v:?}: {e}")))
+            .sum()
+    }
+
     /// The process id (under `taskset`, of its exec: the registry itself).
     pub fn pid(&self) -> Option<u32> {
         self.child.id()

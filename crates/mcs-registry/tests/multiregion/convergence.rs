@@ -241,3 +241,108 @@ async fn a_withdrawal_holds_across_two_registrars_of_one_region() {
         assert_eq!(pools["pools"], json!([]), "{at} serves the withdrawn pool: {pools}");
     }
 }
+
+/// Issue 22, item 1, two regions (docs/design.md §3, "Invariant (issue
+/// 22)"): an export put through A (item `@A`, no `ttl`) and withdrawn
+/// through B (tombstone `@B`), both replicated, then TTL run ten days on in
+/// both tables. The tombstone carries no `ttl`, so it still hides `@A`
+/// everywhere: once the cluster (whose record TTL deleted) registers
+/// again, neither the running registries after a full read nor fresh ones
+/// serve the export, and the regions agree. Before the fix TTL deleted
+/// the tombstone and every full read served `@A` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_withdrawn_in_another_region_stays_withdrawn_after_ttl() {
+    let Some(mut world) = MultiRegion::start(REGISTRY, "ttl", &[A, B], &[], 8).await else {
+        return;
+    };
+    register_cluster(&world).await;
+    let path = "/v1/clusters/c1/exports/llm/svc";
+    let export = fixtures::with(
+        fixtures::export("ClusterSetIP", "2026-01-01T00:00:00Z", "10.1.0.1"),
+        json!({"incarnation": "ctl-1"}),
+    );
+    let (status, reply) = world.call(A, Method::PUT, path, Some(&export)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    eventually(Duration::from_secs(10), "B serves A's export", async || {
+        exports_of(&world, B).await == 1
+    })
+    .await;
+
+    let withdraw = format!("{path}?incarnation=ctl-1");
+    let (status, reply) = world.call(B, Method::DELETE, &withdraw, None).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    world.replicator().quiesce(Duration::from_secs(10)).await;
+    world.await_converged(Duration::from_secs(10)).await;
+    assert_eq!(exports_of(&world, A).await, 0, "withdrawn in A too");
+    // The hazard: each table holds A's live export under B's tombstone.
+    let both = [(B.to_owned(), true), (A.to_owned(), false)]; // sorted by origin
+    for region in [A, B] {
+        assert_eq!(export_items(&world, region).await, both, "{region} before TTL");
+    }
+
+    // What TTL deleted is checked last, after what the registries serve.
+    let deleted = world.emulate_ttl(mcs_testkit::dynamo::TEN_DAYS).await;
+    let full = r#"mcs_reader_polls_total{mode="full",outcome="ok"}"#;
+    let before = [world.metric(A, full).await, world.metric(B, full).await];
+    eventually(Duration::from_secs(10), "a full read in both regions", async || {
+        world.metric(A, full).await > before[0] && world.metric(B, full).await > before[1]
+    })
+    .await;
+    // The controller's next heartbeat registers the cluster again: an
+    // export of it left live would be served.
+    register_cluster(&world).await;
+    for fresh in [false, true] {
+        eventually(Duration::from_secs(10), "both regions serve the cluster", async || {
+            clusters_of(&world, A).await == 1 && clusters_of(&world, B).await == 1
+        })
+        .await;
+        let (_, snapshot) = world.await_converged(Duration::from_secs(10)).await;
+        for region in [A, B] {
+            let served = &snapshot.lists[region]["exports"];
+            assert_eq!(served["exports"], json!([]), "{region} (fresh: {fresh}): {served}");
+        }
+        if !fresh {
+            for region in [A, B] {
+                world.kill(region).await;
+                world.restart(region).await;
+            }
+        }
+    }
+    let cluster_only = [(A.to_owned(), 1), (B.to_owned(), 1)].into_iter().collect();
+    assert_eq!(deleted, cluster_only, "TTL deleted the cluster's record, not the withdrawal");
+    for region in [A, B] {
+        assert_eq!(export_items(&world, region).await, both, "{region} after TTL");
+    }
+}
+
+/// `PUT /v1/clusters/c1` by controller `ctl-1` through A.
+async fn register_cluster(world: &MultiRegion) {
+    let cluster = fixtures::cluster("ctl-1");
+    let (status, reply) = world.call(A, Method::PUT, "/v1/clusters/c1", Some(&cluster)).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+}
+
+async fn exports_of(world: &MultiRegion, region: &str) -> usize {
+    world.list(region, "exports").await["exports"].as_array().unwrap().len()
+}
+
+async fn clusters_of(world: &MultiRegion, region: &str) -> usize {
+    world.list(region, "clusters").await["clusters"].as_array().unwrap().len()
+}
+
+/// The items of export `c1/llm/svc` in `region`'s table: (origin, whether a
+/// tombstone), sorted.
+async fn export_items(world: &MultiRegion, region: &str) -> Vec<(String, bool)> {
+    let spec = mcs_core::fixtures::mk_export_spec(0, vec![]);
+    let key = mcs_core::fixtures::mk_export("c1", "svc", 1, spec).key;
+    let items = world.store(region).await.items_of(&key).await.unwrap();
+    let mut held: Vec<(String, bool)> = items
+        .into_iter()
+        .map(|i| {
+            let origin = mcs_store::dynamo::raw::origin_of(&i).unwrap();
+            (origin, mcs_store::dynamo::raw::decode(i).unwrap().is_tombstone())
+        })
+        .collect();
+    held.sort();
+    held
+}

@@ -169,6 +169,18 @@ pub(crate) fn for_delete(read: &Record) -> Condition {
     Condition { expression, names, values }
 }
 
+/// The condition under which DynamoDB's TTL deletes an item it found
+/// expired: its `ttl` is still at or before `now_s` (a write since may have
+/// moved it). For [`crate::testsuite::EmulatesTtl`].
+#[cfg(feature = "testsuite")]
+pub(crate) fn for_expired(now_s: u64) -> Condition {
+    Condition {
+        expression: "#ttl <= :now".to_owned(),
+        names: HashMap::from([("#ttl".to_owned(), super::item::TTL.to_owned())]),
+        values: HashMap::from([(":now".to_owned(), AttributeValue::N(now_s.to_string()))]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

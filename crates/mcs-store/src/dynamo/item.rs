@@ -212,10 +212,31 @@ pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result
         item.insert(LEASE_MS.to_owned(), n(terms.duration_ms));
         item.insert(HEARTBEAT_MS.to_owned(), n(terms.heartbeat_ms));
     }
-    if let Some(expires) = mcs_core::rules::ttl_expires_at_ms(record) {
-        item.insert(TTL.to_owned(), n(expires.saturating_add(retention_ms) / 1000));
+    if let Some(ttl) = ttl_of(record, retention_ms) {
+        item.insert(TTL.to_owned(), n(ttl));
     }
     Ok(item)
+}
+
+/// The `ttl` of the item that stores `record`, epoch seconds: its
+/// [`mcs_core::rules::ttl_expires_at_ms`] plus `retention_ms`; `None` for
+/// what TTL never deletes (exports, withdrawn or not).
+pub(crate) fn ttl_of(record: &Record, retention_ms: u64) -> Option<u64> {
+    mcs_core::rules::ttl_expires_at_ms(record)
+        .map(|expires| expires.saturating_add(retention_ms) / 1000)
+}
+
+/// Whether DynamoDB's TTL may have deleted an item whose `ttl` is `ttl_s`
+/// (epoch seconds) by `now_ms`: once the time has reached it.
+#[cfg(feature = "testsuite")]
+pub(crate) fn expired_by_ttl(ttl_s: u64, now_ms: u64) -> bool {
+    ttl_s <= now_ms / 1000
+}
+
+/// The `ttl` stored in `item`, epoch seconds, if any.
+#[cfg(feature = "testsuite")]
+pub(crate) fn stored_ttl(item: &Item) -> Option<u64> {
+    u64_of(item, TTL).ok()
 }
 
 /// What a renewal in place writes of the item of `record`: each attribute

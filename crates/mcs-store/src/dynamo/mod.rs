@@ -19,7 +19,7 @@
 mod condition;
 mod errors;
 mod facts;
-mod item;
+pub(crate) mod item;
 mod migrate;
 pub mod raw;
 mod size;
@@ -76,6 +76,9 @@ pub struct DynamoConfig {
     pub connect_timeout: Duration,
 }
 
+/// The retention of [`DynamoConfig::new`]: one day.
+pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+
 impl DynamoConfig {
     /// Defaults for `table`: 4 scan segments, one day of retention, 5
     /// attempts from 50 ms of backoff (DynamoDB's usual base, below the
@@ -86,7 +89,7 @@ impl DynamoConfig {
             region: None,
             endpoint: None,
             scan_segments: 4,
-            retention: Duration::from_secs(24 * 60 * 60),
+            retention: DEFAULT_RETENTION,
             max_attempts: 5,
             initial_backoff: Duration::from_millis(50),
             attempt_timeout: Duration::from_secs(10),

@@ -138,11 +138,20 @@ impl DynamoStore {
         record: &Record,
         stored: &Item,
     ) -> Result<bool, StoreError> {
+        self.delete_on(stored, condition::for_delete(record)).await
+    }
+
+    /// Deletes the item of `stored`'s primary key if `condition` holds of
+    /// it; says whether it did.
+    async fn delete_on(
+        &self,
+        stored: &Item,
+        condition: condition::Condition,
+    ) -> Result<bool, StoreError> {
         let key: Item = [item::PK, item::SK]
             .into_iter()
             .filter_map(|name| stored.get(name).map(|v| (name.to_owned(), v.clone())))
             .collect();
-        let condition = condition::for_delete(record);
         let result = self
             .client
             .delete_item()
@@ -200,6 +209,28 @@ impl DynamoStore {
                 new.key, new.version, stored.version
             ))),
         }
+    }
+}
+
+/// What DynamoDB's TTL deletes, by the `ttl` attribute as stored: the
+/// conformance suite's TTL case, and tests of two processes or regions on
+/// one table (`mcs_testkit`). Test support only.
+#[cfg(feature = "testsuite")]
+#[async_trait]
+impl crate::testsuite::EmulatesTtl for DynamoStore {
+    /// Every item whose `ttl` the time `now_ms` has reached, each deleted
+    /// on condition that it still has (as TTL deletes only what is still
+    /// expired); items without `ttl` (exports, `META`) are kept.
+    async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for stored in self.scan_items(None).await? {
+            if item::stored_ttl(&stored).is_some_and(|ttl| item::expired_by_ttl(ttl, now_ms))
+                && self.delete_on(&stored, condition::for_expired(now_ms / 1000)).await?
+            {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
     }
 }
 

@@ -163,6 +163,11 @@ impl MultiRegion {
         dynamo::client(&self.endpoint, region)
     }
 
+    /// A store on `region`'s table, to look at what the registries stored.
+    pub async fn store(&self, region: &str) -> mcs_store::DynamoStore {
+        dynamo::store_in(&self.endpoint, region, &self.table).await
+    }
+
     /// The replicator.
     pub fn replicator(&self) -> &Replicator {
         &self.replicator
@@ -226,13 +231,22 @@ impl MultiRegion {
     /// The value of the metric sample `sample` (name and labels exactly as
     /// rendered) on `region`'s `/metrics`; 0 when absent.
     pub async fn metric(&self, region: &str, sample: &str) -> f64 {
-        let url = format!("{}/metrics", self.admin(region));
-        let text = self.http.get(&url).send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-        let text = text.text().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-        text.lines()
-            .filter_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
-            .map(|v| v.trim().parse::<f64>().unwrap_or_else(|e| panic!("{sample} {v:?}: {e}")))
-            .sum()
+        self.registry(region).metric(&self.http, sample).await
+    }
+
+    /// Deletes from every region's table what DynamoDB's TTL would have
+    /// deleted once `later` has passed from now ([`dynamo::emulate_ttl`]);
+    /// how many items, per region. A global table replicates a TTL delete
+    /// to every replica; the replicator ignores deletes, but an item's
+    /// `ttl` is the same in every replica, so expiring each table on its
+    /// own has the same effect.
+    pub async fn emulate_ttl(&self, later: Duration) -> BTreeMap<String, usize> {
+        let mut deleted = BTreeMap::new();
+        for region in &self.regions {
+            let n = dynamo::emulate_ttl(&self.endpoint, region, &self.table, later).await;
+            deleted.insert(region.clone(), n);
+        }
+        deleted
     }
 
     /// Every section of every region.
