@@ -92,9 +92,9 @@ pub struct ServiceExportStatus {
     namespaced,
     status = "ServiceImportStatus",
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
-    printcolumn = r#"{"name":"IPs","type":"string","jsonPath":".spec.ips[*]"}"#,
-    printcolumn = r#"{"name":"Ports","type":"string","jsonPath":".spec.ports[*].port"}"#,
-    printcolumn = r#"{"name":"Clusters","type":"string","priority":1,"jsonPath":".status.clusters[*].cluster"}"#,
+    printcolumn = r#"{"name":"IPs","type":"string","jsonPath":".spec.ips"}"#,
+    printcolumn = r#"{"name":"Ports","type":"string","priority":1,"jsonPath":".spec.ports"}"#,
+    printcolumn = r#"{"name":"Clusters","type":"string","priority":1,"jsonPath":".status.clusters"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
