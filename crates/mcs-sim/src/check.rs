@@ -522,6 +522,9 @@ impl Quiescence {
                     continue;
                 }
                 let expected = self.expected.get(key);
+                if expected.is_some_and(|e| e.version >= held.version) {
+                    continue;
+                }
                 let masks = expected.is_some_and(|e| e.is_live(self.t1, skew));
                 if masks && strict {
                     continue;

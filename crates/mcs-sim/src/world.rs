@@ -212,7 +212,7 @@ pub(crate) struct World {
     pub(crate) first_stored: BTreeMap<(Key, Version), u64>,
     /// TTL: the generator of sweeps and replicated deletes, what the
     /// sweeps retired and which tombstones they took from each replica.
-    pub(crate) ttl: ttl::Ttl,
+    pub(crate) ttl: Ttl,
     /// The relays' next ticks wait until then (the TTL phase's pause).
     relays_resume_at: u64,
     pub(crate) stats: Stats,
@@ -225,9 +225,9 @@ impl World {
     pub(crate) fn new(seed: u64, rules: Rules, options: Options) -> Self {
         let mut rng = Rng::new(seed);
         let params = Params::draw(&mut rng, options.knobs);
-        let params_regions = params.regions;
         let mut world = Self {
             tables: vec![Table::default(); params.regions],
+            ttl: Ttl::new(seed ^ TTL_STREAM, params.regions),
             slots: Vec::new(),
             relays: Vec::new(),
             params,
@@ -243,7 +243,6 @@ impl World {
             acks: Acks::default(),
             stored_leases: BTreeMap::new(),
             first_stored: BTreeMap::new(),
-            ttl: ttl::Ttl::new(seed ^ TTL_STREAM, params_regions),
             relays_resume_at: 0,
             stats: Stats { schedules: 1, ..Stats::default() },
             trace: VecDeque::new(),
