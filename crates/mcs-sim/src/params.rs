@@ -56,7 +56,7 @@ pub struct Params {
     pub late_request_per_mille: u32,
     /// Chance (‰) a poll is a full read.
     pub full_read_per_mille: u32,
-    /// The table's retention ([`RETENTION_MS`]).
+    /// The table's retention ([`Knobs::retention_ms`]).
     pub retention_ms: u64,
 }
 
@@ -76,6 +76,9 @@ pub struct Knobs {
     pub confirm: Confirm,
     /// Where a delta poll's read of changes starts.
     pub reach: Reach,
+    /// The table's retention ([`RETENTION_MS`] unless set lower, to try
+    /// the shortest `mcs_core::lease::check_retention` accepts).
+    pub retention_ms: u64,
 }
 
 /// Where a delta poll's read of changes starts (docs/design.md §6,
@@ -124,6 +127,7 @@ impl Default for Knobs {
             view_applies_stored_only: false,
             confirm: Confirm::Real,
             reach: Reach::Stamps,
+            retention_ms: RETENTION_MS,
         }
     }
 }
@@ -170,7 +174,7 @@ impl Params {
             duplicate_per_mille: rng.range(0, 50) as u32,
             late_request_per_mille: rng.range(0, 120) as u32,
             full_read_per_mille: rng.range(30, 200) as u32,
-            retention_ms: RETENTION_MS,
+            retention_ms: knobs.retention_ms,
         }
     }
 }

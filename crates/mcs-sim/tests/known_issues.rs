@@ -11,8 +11,9 @@
 //! too, are fixed: issue 22); one fixed by reading whole the keys a read of
 //! lease ends cannot settle.
 //!
-//! The last two are what modelling DynamoDB's TTL found (issue 22):
-//! neither breaks `LeftBehind`, both are let off (and counted) by default.
+//! The last three are what modelling DynamoDB's TTL found (issue 22): two
+//! that do not break `LeftBehind` and are let off (and counted) by
+//! default, and the retention below which it breaks.
 //!
 //! Fixed earlier, and checked by `schedules.rs`: `Record::supersedes` used
 //! to order equal versions by write time while stores keep renewals by lease
@@ -221,4 +222,30 @@ fn a_ttl_delete_can_erase_a_write_into_an_expired_item() {
 fn a_retired_record_in_memory_masks_a_new_registration() {
     let strict = Options { strict_retired: true, ..Options::default() };
     let_off_by_default(strict, Invariant::Converged, "retired_winner_masks_live");
+}
+
+/// Finding (issue 22, TTL modelled): the shortest retention
+/// `mcs_core::lease::check_retention` accepts (the longest lease plus twice
+/// the skew allowance) leaves a tombstone only those two allowances over
+/// replication lag. An older item in a region that gets the tombstone a few
+/// seconds late is renewed until its view has it, and its lease outlives
+/// the tombstone's `ttl`. At that minimum (17 s against the simulation's
+/// 15 s leases) seed 3042 (a partition, then about 7 s of lag) breaks
+/// `LeftBehind` (2 of 10,000 schedules); at the simulation's 60 s it passes
+/// (none of 10,000).
+#[test]
+fn the_shortest_retention_accepted_leaves_a_record_behind() {
+    let retention = |retention_ms| Options {
+        knobs: Knobs { retention_ms, ..Knobs::default() },
+        ..Options::default()
+    };
+    // check_retention's minimum, with the simulation's longest lease (15 s,
+    // lease drift) and skew allowance (1 s).
+    let shortest = 15_000 + 2 * 1_000;
+    let failure = run(3042, Rules::REAL, retention(shortest))
+        .expect_err("seed 3042 no longer leaves a record behind at the shortest retention");
+    eprintln!("{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::LeftBehind, "{failure}");
+    let ok = run(3042, Rules::REAL, Options::default());
+    assert!(ok.is_ok(), "seed 3042 fails at the default retention too: {ok:?}");
 }
