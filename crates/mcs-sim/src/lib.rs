@@ -41,8 +41,8 @@
 //! Running it:
 //!
 //! ```text
-//!  cargo test -p mcs-sim --release                         10,000 schedules (about 35 s;
-//!                                                          debug about 4 times as long),
+//!  cargo test -p mcs-sim --release                         10,000 schedules (about 16 s
+//!                                                          on two cores; debug minutes),
 //!                                                          broken rules caught
 //!  MCS_SIM_SCHEDULES=100000 cargo test -p mcs-sim --test schedules
 //!  MCS_SIM_SEED=2814 cargo test -p mcs-sim <test> -- --include-ignored --nocapture
