@@ -3,9 +3,10 @@
 //! the first two failures.
 //!
 //! ```text
-//!  RULES=real|changed_at|supersedes
+//!  RULES=real|changed_at|supersedes|broken_ttl
 //!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,no_recheck,reach_lookback,reach_watermark,
-//!        never_confirm,uncapped
+//!        never_confirm,uncapped,no_ttl,strict_ttl_sweeps,strict_retired
+//!  RETENTION_MS=<n> (default 60,000)
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
 //! ```
@@ -16,6 +17,7 @@ fn main() {
     let rules = match std::env::var("RULES").as_deref() {
         Ok("changed_at") => Rules::CHANGED_AT_REPLICATION,
         Ok("supersedes") => Rules::SUPERSEDES_REPLICATION,
+        Ok("broken_ttl") => Rules::BROKEN_TTL_AT_WITHDRAWN_LEASE_END,
         _ => Rules::REAL,
     };
     let knobs_var = std::env::var("KNOBS").unwrap_or_default();
@@ -24,6 +26,9 @@ fn main() {
         strict_leases: has("strict"),
         strict_lease_bound: has("strict_lease_bound"),
         strict_renewals: has("strict_renewals"),
+        ttl: !has("no_ttl"),
+        strict_ttl_sweeps: has("strict_ttl_sweeps"),
+        strict_retired: has("strict_retired"),
         knobs: Knobs {
             lease_drift: has("drift"),
             view_applies_stored_only: has("stored_only"),
@@ -43,6 +48,10 @@ fn main() {
             } else {
                 Reach::Stamps
             },
+            retention_ms: std::env::var("RETENTION_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(Knobs::default().retention_ms),
         },
         ..Options::default()
     };

@@ -64,12 +64,26 @@
 //! version leaves an item whose in-window end masks the renewals of the
 //! new region's item beyond the window.
 
+//!
+//! ## TTL (issue 22)
+//!
+//! [`Invariant::LeftBehind`] is checked in the replicas, after every TTL
+//! delete, write and delivery: what a full read of a replica serves is its
+//! winner, so a live record a deleted tombstone superseded is caught where
+//! it would be served again, whichever process reads it. The end-to-end
+//! invariants no longer expect what TTL retired (a sweep deleted it as its
+//! origin's latest image): a key whose newest acknowledged write, or
+//! withdrawal, was retired may end with an older, dead record, or none. A
+//! view that still holds a retired record as the winner over the replicas'
+//! dead one serves the same and is let off invariant 1; over a live one
+//! of a lower version, it is a finding (`strict_retired`).
+
 use crate::params::EPOCH_MS;
 use crate::registrar::Process;
 use crate::relay::Relay;
-use crate::world::{Acks, World, describe};
+use crate::world::{Acks, Ttl, World, describe};
 use mcs_core::{Body, Key, Record, SectionKind, Version, View};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// An invariant of the registry's rules.
@@ -120,6 +134,20 @@ pub enum Invariant {
     ///    "Reaching back for late changes"); a poll that never reaches back
     ///    breaks it (`tests/broken_rules.rs`).
     DeltaComplete,
+    /// docs/design.md §3, "Invariant (issue 22)": a live item is never
+    ///    left behind by a tombstone that supersedes it, whatever TTL does.
+    ///    Precisely: once a TTL delete (a sweep of the replica, or one
+    ///    replicated to it) has taken from a region's replica a tombstone
+    ///    `T` of a key, that replica's winner of the key is never a leased
+    ///    record of a version below `T`'s and first stored before `T` (a
+    ///    record `T` superseded) whose lease some reader could still serve
+    ///    (its end plus the skew allowance and the largest clock offset
+    ///    not yet past). Checked after every TTL delete, write and delivery
+    ///    into the replica, so a renewal of a superseded version stored
+    ///    after the delete is caught too. A later version, or one first
+    ///    written after the tombstone (a new registration), is not
+    ///    superseded by it.
+    LeftBehind,
     /// The simulation itself panicked.
     Panicked,
 }
@@ -147,6 +175,9 @@ impl fmt::Display for Invariant {
             }
             Invariant::DeltaComplete => {
                 "delta complete (a delta poll holds every write its lookback covers)"
+            }
+            Invariant::LeftBehind => {
+                "left behind (no live item a tombstone superseded wins once TTL took the tombstone)"
             }
             Invariant::Panicked => "the simulation panicked",
         })
@@ -195,6 +226,38 @@ fn violation(invariant: Invariant, detail: String) -> Result<(), Violation> {
     Err(Violation { invariant, detail })
 }
 
+/// [`Invariant::LeftBehind`] for `key` in `region`'s replica, at the
+/// world's true time.
+pub(crate) fn left_behind(world: &mut World, region: usize, key: &Key) -> Result<(), Violation> {
+    let Some(taken) = world.ttl.taken[region].get(key) else { return Ok(()) };
+    let Some(winner) = world.tables[region].merged(key, world.rules.merge) else {
+        return Ok(());
+    };
+    let Some(until) = winner.lease_until_ms.filter(|_| !winner.is_tombstone()) else {
+        return Ok(());
+    };
+    let id = (key.clone(), winner.version.clone());
+    let first = world.first_stored.get(&id).copied().unwrap_or(world.t);
+    let Some((tombstone, _)) = taken.iter().find(|(v, at)| winner.version < *v && first < *at)
+    else {
+        return Ok(());
+    };
+    let slack = world.params.skew_allowance_ms + world.params.max_offset_ms;
+    if until.saturating_add(slack) <= world.t {
+        world.stats.superseded_lapsed_after_ttl += 1;
+        return Ok(());
+    }
+    violation(
+        Invariant::LeftBehind,
+        format!(
+            "region {region}'s replica serves {} for {key}, which the tombstone {tombstone} \
+             superseded, after TTL took that tombstone; its lease runs {} ms more",
+            describe(&winner),
+            (until + slack).saturating_sub(world.t),
+        ),
+    )
+}
+
 /// Invariant 4 on the ready views of `slots` (all when `None`), each at its
 /// own clock.
 pub(crate) fn serving(world: &mut World, slots: Option<usize>) -> Result<(), Violation> {
@@ -214,7 +277,7 @@ pub(crate) fn serving(world: &mut World, slots: Option<usize>) -> Result<(), Vio
                 format!("registrar {slot}'s last delta poll missed {missed}"),
             );
         }
-        check_served(process, &world.relays, now, skew, slot)?;
+        check_served(process, &world.relays, &world.ttl, now, skew, slot)?;
         let strict = world.options.strict_lease_bound;
         world.stats.raised_after_missed_change +=
             lease_bound(process, &world.stored_leases, slot, strict)?;
@@ -298,6 +361,7 @@ fn renewal_served(p: &Process, relays: &[Relay], now: u64, slot: usize) -> Resul
 fn check_served(
     p: &Process,
     relays: &[Relay],
+    ttl: &Ttl,
     now: u64,
     skew: u64,
     slot: usize,
@@ -323,8 +387,11 @@ fn check_served(
         let Some(winner) = winner.filter(|_| served.is_some()) else {
             continue;
         };
+        // What TTL retired is no longer newer than a new registration
+        // (`LeftBehind` holds what a retired tombstone superseded).
         if let Some(known) = p.known.get(&relay.key)
             && winner.version < *known
+            && !ttl.retired(&relay.key, known)
         {
             return violation(
                 Invariant::NoStaleServe,
@@ -336,6 +403,7 @@ fn check_served(
         }
         if let Some(tombstone) = p.known_tombstone.get(&relay.key)
             && winner.version <= *tombstone
+            && !ttl.retired(&relay.key, tombstone)
         {
             return violation(
                 Invariant::NoStaleServe,
@@ -402,6 +470,14 @@ struct Quiescence {
     expected: BTreeMap<Key, Record>,
     t1: u64,
     t2: u64,
+    /// `(slot, key)` where the view holds a dead record TTL deleted from
+    /// the replicas as its winner, let off invariant 1 (see
+    /// [`Quiescence::retired_held`]).
+    retired_held: BTreeSet<(usize, Key)>,
+    /// Of those, the ones whose replicas' winner is live: the view does
+    /// not serve what the others serve (a finding; let off unless
+    /// `strict_retired`).
+    masking: BTreeSet<usize>,
 }
 
 impl Quiescence {
@@ -420,7 +496,52 @@ impl Quiescence {
             .max()
             .unwrap_or(t1)
             .max(t1);
-        Self { keys, expected, t1, t2 }
+        Self { keys, expected, t1, t2, retired_held: BTreeSet::new(), masking: BTreeSet::new() }
+    }
+
+    /// Finds the views whose winner of a key is a record TTL retired from
+    /// the replicas: a full read does not drop a key it reads, and the
+    /// held record, of a higher version, beats what the replicas hold of
+    /// the key. A dead winner against a dead one serves the same, and is
+    /// let off; against a live one of a lower version written since (a
+    /// new incarnation's own generation), the view does not serve what the
+    /// others serve (`tests/known_issues.rs`), let off unless `strict`.
+    /// `LeftBehind` holds the case of a live record a retired tombstone
+    /// superseded. Returns how many views mask a live winner.
+    fn retired_held(
+        &mut self,
+        processes: &[(usize, &mut Process)],
+        ttl: &Ttl,
+        skew: u64,
+        strict: bool,
+    ) -> u64 {
+        for (slot, p) in processes {
+            for key in &self.keys {
+                let Some(held) = p.merged.get(key) else { continue };
+                if !ttl.retired(key, &held.version) || held.is_live(self.t1, skew) {
+                    continue;
+                }
+                let expected = self.expected.get(key);
+                if expected.is_some_and(|e| e.version >= held.version) {
+                    continue;
+                }
+                let masks = expected.is_some_and(|e| e.is_live(self.t1, skew));
+                if masks && strict {
+                    continue;
+                }
+                if masks {
+                    self.masking.insert(*slot);
+                }
+                self.retired_held.insert((*slot, key.clone()));
+            }
+        }
+        self.masking.len() as u64
+    }
+
+    /// Whether the view of `slot` masks a live winner by a retired record
+    /// (its sections are not compared).
+    fn masked(&self, slot: usize) -> bool {
+        self.masking.contains(&slot)
     }
 }
 
@@ -430,8 +551,10 @@ impl Quiescence {
 /// of the violations reported.
 pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<(), Violation> {
     let skew = world.params.skew_allowance_ms;
-    let q = Quiescence::of(world);
+    let mut q = Quiescence::of(world);
+    let strict_retired = world.options.strict_retired;
     let (acks, relays, stored_leases) = (&world.acks, &world.relays, &world.stored_leases);
+    let ttl = &world.ttl;
     let strict_bound = world.options.strict_lease_bound;
     let mut processes: Vec<(usize, &mut Process)> = world
         .slots
@@ -442,22 +565,29 @@ pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<()
 
     for (slot, p) in processes.iter_mut() {
         p.view.advance(q.t1);
+        let ended = |key| Ended { slot: *slot, p, key, acks, ttl };
         for key in &q.keys {
-            no_lost_write(*slot, p, key, acks)?;
-            no_resurrection(*slot, p, key, acks)?;
+            ended(key).no_lost_write()?;
+            ended(key).no_resurrection()?;
         }
-        check_served(p, relays, q.t1, skew, *slot)?;
+        check_served(p, relays, ttl, q.t1, skew, *slot)?;
         lease_bound(p, stored_leases, *slot, strict_bound)?;
         for key in &q.keys {
-            newest_acknowledged_wins(*slot, p, key, acks)?;
+            ended(key).newest_acknowledged_wins()?;
         }
     }
+    let masking = q.retired_held(&processes, ttl, skew, strict_retired);
     // Every view has just read the whole replica, so each holds the stored
     // lease of every winner: during the run a view holds lower bounds that
     // depend on when it polled, but a full read takes the stored ends.
     converged(&processes, &q, "T1 (leases live)", true, true, strict_bound)?;
     if strict_leases {
-        same_sections_at_every_deadline(&mut processes, q.t1)?;
+        let mut compared: Vec<(usize, &mut Process)> = processes
+            .iter_mut()
+            .filter(|(slot, _)| !q.masked(*slot))
+            .map(|(s, p)| (*s, &mut **p))
+            .collect();
+        same_sections_at_every_deadline(&mut compared, q.t1)?;
     }
     let view_only_images = processes
         .iter()
@@ -479,66 +609,81 @@ pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<()
     world.stats.keys_compared += q.expected.len() as u64;
     world.stats.live_pools_compared += live_pools as u64;
     world.stats.final_tombstones += q.expected.values().filter(|r| r.is_tombstone()).count() as u64;
+    world.stats.retired_winner_masks_live += masking;
     Ok(())
 }
 
-/// Invariant 2: the view of `slot` holds `key` at least as new as its
-/// newest acknowledged write.
-fn no_lost_write(slot: usize, p: &Process, key: &Key, acks: &Acks) -> Result<(), Violation> {
-    let Some(max) = acks.max.get(key) else { return Ok(()) };
-    match p.merged.get(key) {
-        None => violation(
-            Invariant::NoLostWrite,
-            format!("registrar {slot} holds nothing for {key}; {max} was acknowledged"),
-        ),
-        Some(r) if r.version < *max => violation(
-            Invariant::NoLostWrite,
-            format!(
-                "registrar {slot} ends with {} for {key}; the acknowledged {max} is lost",
-                describe(r)
-            ),
-        ),
-        Some(_) => Ok(()),
-    }
-}
-
-/// Invariant 3: after an acknowledged withdrawal of `key`, the view of
-/// `slot` ends with a tombstone or a newer version.
-fn no_resurrection(slot: usize, p: &Process, key: &Key, acks: &Acks) -> Result<(), Violation> {
-    if let (Some(tombstone), Some(r)) = (acks.max_tombstone.get(key), p.merged.get(key))
-        && !r.is_tombstone()
-        && r.version <= *tombstone
-    {
-        return violation(
-            Invariant::NoResurrection,
-            format!(
-                "registrar {slot} ends with {} for {key}, withdrawn at the acknowledged {tombstone}",
-                describe(r)
-            ),
-        );
-    }
-    Ok(())
-}
-
-/// Invariant 4 at quiescence: the winner of `key` in the view of `slot` is
-/// exactly the newest acknowledged write.
-fn newest_acknowledged_wins(
+/// One key of one view at quiescence, with what was acknowledged and what
+/// TTL retired: invariants 2, 3 and 4 on it.
+struct Ended<'a> {
     slot: usize,
-    p: &Process,
-    key: &Key,
-    acks: &Acks,
-) -> Result<(), Violation> {
-    let held = p.merged.get(key).map(|r| &r.version);
-    let max = acks.max.get(key);
-    if held == max {
-        return Ok(());
+    p: &'a Process,
+    key: &'a Key,
+    acks: &'a Acks,
+    ttl: &'a Ttl,
+}
+
+impl Ended<'_> {
+    /// Invariant 2: the view holds the key at least as new as its newest
+    /// acknowledged write (not retired).
+    fn no_lost_write(&self) -> Result<(), Violation> {
+        let (slot, key) = (self.slot, self.key);
+        let max = self.acks.max.get(key).filter(|max| !self.ttl.retired(key, max));
+        let Some(max) = max else { return Ok(()) };
+        match self.p.merged.get(key) {
+            None => violation(
+                Invariant::NoLostWrite,
+                format!("registrar {slot} holds nothing for {key}; {max} was acknowledged"),
+            ),
+            Some(r) if r.version < *max => violation(
+                Invariant::NoLostWrite,
+                format!(
+                    "registrar {slot} ends with {} for {key}; the acknowledged {max} is lost",
+                    describe(r)
+                ),
+            ),
+            Some(_) => Ok(()),
+        }
     }
-    violation(
-        Invariant::NoStaleServe,
-        format!(
-            "registrar {slot} ends with {held:?} for {key} but the newest acknowledged write is {max:?}"
-        ),
-    )
+
+    /// Invariant 3: after an acknowledged withdrawal of the key, the view
+    /// ends with a tombstone or a newer version, unless TTL retired the
+    /// withdrawal (then `LeftBehind` holds what it superseded).
+    fn no_resurrection(&self) -> Result<(), Violation> {
+        let (slot, key) = (self.slot, self.key);
+        if let (Some(tombstone), Some(r)) =
+            (self.acks.max_tombstone.get(key), self.p.merged.get(key))
+            && !r.is_tombstone()
+            && r.version <= *tombstone
+            && !self.ttl.retired(key, tombstone)
+        {
+            return violation(
+                Invariant::NoResurrection,
+                format!(
+                    "registrar {slot} ends with {} for {key}, withdrawn at the acknowledged {tombstone}",
+                    describe(r)
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Invariant 4: the view's winner of the key is exactly the newest
+    /// acknowledged write (not retired).
+    fn newest_acknowledged_wins(&self) -> Result<(), Violation> {
+        let (slot, key) = (self.slot, self.key);
+        let held = self.p.merged.get(key).map(|r| &r.version);
+        let max = self.acks.max.get(key);
+        if held == max || max.is_some_and(|max| self.ttl.retired(key, max)) {
+            return Ok(());
+        }
+        violation(
+            Invariant::NoStaleServe,
+            format!(
+                "registrar {slot} ends with {held:?} for {key} but the newest acknowledged write is {max:?}"
+            ),
+        )
+    }
 }
 
 /// Invariant 4 past every lease: the view of `slot` serves no pool.
@@ -564,10 +709,9 @@ fn converged(
     sections: bool,
     strict_bound: bool,
 ) -> Result<(), Violation> {
-    let Some((first_slot, first)) = processes.first() else {
-        return Ok(());
-    };
-    let reference = if sections { fingerprints(&first.view) } else { Default::default() };
+    // The first view that masks no live winner is the reference.
+    let first = processes.iter().find(|(slot, _)| !q.masked(*slot));
+    let reference = first.filter(|_| sections).map(|(slot, p)| (*slot, fingerprints(&p.view)));
     for (slot, p) in processes {
         for key in &q.keys {
             let held = p.merged.get(key);
@@ -575,7 +719,9 @@ fn converged(
             // `lease_bound` (a full read does not lower a lease end).
             let let_off = held.is_some_and(|r| p.missed.get(key) == Some(&r.version));
             let leases = leases && (strict_bound || !let_off);
-            if !same_winner(held, q.expected.get(key), leases) || p.view.record(key) != held {
+            let retired = q.retired_held.contains(&(*slot, key.clone()));
+            let same = retired || same_winner(held, q.expected.get(key), leases);
+            if !same || p.view.record(key) != held {
                 return violation(
                     Invariant::Converged,
                     format!(
@@ -587,10 +733,10 @@ fn converged(
                 );
             }
         }
-        if !sections {
+        let Some((first_slot, reference)) = reference.as_ref().filter(|_| !q.masked(*slot)) else {
             continue;
-        }
-        same_sections(&reference, *first_slot, &p.view, *slot, at)?;
+        };
+        same_sections(reference, *first_slot, &p.view, *slot, at)?;
         if p.view.pools().fingerprint() != p.view.pools().fingerprint_from_scratch() {
             return violation(
                 Invariant::Converged,

@@ -6,6 +6,18 @@ use crate::rng::Rng;
 /// milliseconds, so HLC generations (`now_ms << 16`) have realistic size.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
 
+/// The table's retention of dead items (the `ttl` is a record's expiry
+/// plus this; docs/design.md §3): the simulation's day. At least the
+/// longest lease (15 s with lease drift) plus twice the skew allowance, as
+/// `mcs_core::lease::check_retention` requires, and twice the longest
+/// partition (30 s): against the replication lag and partitions the
+/// schedules draw, it stands where two days stand against seconds.
+pub const RETENTION_MS: u64 = 60_000;
+
+/// The longest interval between two TTL sweeps of a replica: how late
+/// after its `ttl` an item is deleted (DynamoDB: within days).
+pub const SWEEP_EVERY_MS: u64 = 10_000;
+
 /// Everything fixed for one schedule.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -44,6 +56,8 @@ pub struct Params {
     pub late_request_per_mille: u32,
     /// Chance (‰) a poll is a full read.
     pub full_read_per_mille: u32,
+    /// The table's retention ([`Knobs::retention_ms`]).
+    pub retention_ms: u64,
 }
 
 /// Knobs the caller sets for all schedules of a run: variations of the
@@ -62,6 +76,9 @@ pub struct Knobs {
     pub confirm: Confirm,
     /// Where a delta poll's read of changes starts.
     pub reach: Reach,
+    /// The table's retention ([`RETENTION_MS`] unless set lower, to try
+    /// the shortest `mcs_core::lease::check_retention` accepts).
+    pub retention_ms: u64,
 }
 
 /// Where a delta poll's read of changes starts (docs/design.md §6,
@@ -110,6 +127,7 @@ impl Default for Knobs {
             view_applies_stored_only: false,
             confirm: Confirm::Real,
             reach: Reach::Stamps,
+            retention_ms: RETENTION_MS,
         }
     }
 }
@@ -156,6 +174,7 @@ impl Params {
             duplicate_per_mille: rng.range(0, 50) as u32,
             late_request_per_mille: rng.range(0, 120) as u32,
             full_read_per_mille: rng.range(30, 200) as u32,
+            retention_ms: knobs.retention_ms,
         }
     }
 }

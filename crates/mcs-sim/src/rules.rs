@@ -5,11 +5,14 @@
 //!  registrar ── write rule ──► its region's item (key, origin)   (Rules::write)
 //!  replicator ─ replica rule ─► the same item in other regions  (Rules::replica)
 //!  reader ───── merge rule ───► one winner per key in the view   (Rules::merge)
+//!  TTL sweep ── ttl rule ─────► which items a replica deletes    (Rules::ttl)
 //! ```
 //!
 //! [`Rules::REAL`] is what the system runs: [`mcs_core::decide`] (with
-//! [`mcs_core::rules::renewal_extends`] for renewals), [`Record::supersedes`]
-//! and replicas that apply each item's images in its origin's commit order.
+//! [`mcs_core::rules::renewal_extends`] for renewals), [`Record::supersedes`],
+//! replicas that apply each item's images in its origin's commit order, and
+//! the `ttl` the DynamoDB store writes ([`mcs_core::rules::ttl_expires_at_ms`]
+//! plus the retention).
 
 use crate::table::Item;
 use mcs_core::{Record, WriteDecision};
@@ -26,6 +29,11 @@ pub type MergeRule = fn(incoming: &Record, held: &Record) -> bool;
 /// replaces the replica's `held` image of the same item.
 pub type ReplicaRule = fn(incoming: &Item, held: &Item) -> bool;
 
+/// The `ttl` stored with `record` (ms, by its writer's clock), given the
+/// table's retention: DynamoDB's TTL deletes the item once it has passed.
+/// `None`: never deleted by TTL.
+pub type TtlRule = fn(record: &Record, retention_ms: u64) -> Option<u64>;
+
 /// One set of rules a schedule runs with.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
@@ -37,6 +45,8 @@ pub struct Rules {
     pub merge: MergeRule,
     /// The replica's last-writer-wins.
     pub replica: ReplicaRule,
+    /// The stored `ttl`.
+    pub ttl: TtlRule,
 }
 
 impl Rules {
@@ -49,6 +59,7 @@ impl Rules {
         write: mcs_core::decide,
         merge: supersedes,
         replica: lww_by_commit,
+        ttl: stored_ttl,
     };
 
     /// The rules of mcs-core with replicas that settle an item by
@@ -89,6 +100,19 @@ impl Rules {
         ..Rules::REAL
     };
 
+    /// BROKEN on purpose: a tombstone's `ttl` is the end of the lease it
+    /// withdrew, without the retention ("the tombstone is of no use once
+    /// the lease it withdrew has ended"): but that is the end the
+    /// withdrawing registrar's view held, and an older item of the key in
+    /// another region, renewed since (or before its region has the
+    /// tombstone), lives on past it, left behind when TTL deletes the
+    /// tombstone (invariant `LeftBehind`).
+    pub const BROKEN_TTL_AT_WITHDRAWN_LEASE_END: Rules = Rules {
+        name: "broken: a tombstone's ttl is the withdrawn lease's end, without retention",
+        ttl: ttl_at_withdrawn_lease_end,
+        ..Rules::REAL
+    };
+
     /// BROKEN on purpose: a merge that lets any record replace a held
     /// tombstone, whatever its version.
     pub const BROKEN_TOMBSTONE_MERGE: Rules = Rules {
@@ -96,6 +120,22 @@ impl Rules {
         merge: tombstone_blind_merge,
         ..Rules::REAL
     };
+}
+
+/// The `ttl` the DynamoDB store writes: [`mcs_core::rules::ttl_expires_at_ms`]
+/// plus the retention (`mcs-store`'s `dynamo/item.rs`, in whole seconds
+/// there).
+pub fn stored_ttl(record: &Record, retention_ms: u64) -> Option<u64> {
+    mcs_core::rules::ttl_expires_at_ms(record).map(|at| at.saturating_add(retention_ms))
+}
+
+/// The broken `ttl`: a tombstone's is the withdrawn lease's end (its write
+/// if it withdrew none), with no retention; other records keep theirs.
+pub fn ttl_at_withdrawn_lease_end(record: &Record, retention_ms: u64) -> Option<u64> {
+    if record.is_tombstone() {
+        return Some(record.lease_until_ms.unwrap_or(record.changed_at_ms));
+    }
+    stored_ttl(record, retention_ms)
 }
 
 /// [`Record::supersedes`] as a merge rule.

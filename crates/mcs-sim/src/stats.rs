@@ -120,8 +120,42 @@ stats! {
     /// Times a view had to be rebuilt because it disagreed with the merge
     /// rule (always 0 with the real rules).
     view_rebuilds,
-    /// Records full reads dropped from a view (never, without TTL deletion).
+    /// Records full reads dropped from a view (only after TTL deleted them).
     records_dropped,
+    /// TTL sweeps of a replica.
+    ttl_sweeps,
+    /// Items TTL sweeps deleted (their `ttl` had passed in that replica).
+    ttl_deletes,
+    /// Tombstones TTL deletes took from a replica (sweeps and replicated
+    /// deletes).
+    ttl_tombstones_deleted,
+    /// Replicated TTL deletes that deleted an item in another replica.
+    ttl_deletes_replicated,
+    /// Replicated TTL deletes that found an image stored after the delete,
+    /// which stays (last-writer-wins by time).
+    ttl_deletes_outlived,
+    /// Expired images a sweep found older than their origin's latest (a
+    /// newer image, written after the `ttl` passed, not yet replicated
+    /// there): deleted only with `strict_ttl_sweeps`, since the replicated
+    /// delete erases the newer image (`tests/known_issues.rs`).
+    ttl_deletes_of_stale_images,
+    /// Newer images a TTL delete erased: deleted in a replica by a delete
+    /// made on an older image, or refused on delivery by such a delete
+    /// (last-writer-wins by time). See `tests/known_issues.rs`.
+    ttl_deletes_erasing_newer,
+    /// Deliveries refused because the replica deleted the item after the
+    /// origin stored the image.
+    deliveries_refused_by_delete,
+    /// Views that, at quiescence, held as a key's winner a dead record TTL
+    /// had deleted from the replicas, over the replicas' live winner of a
+    /// lower version written since (a new incarnation's own generation):
+    /// they do not serve what the others serve. Let off invariant 1 unless
+    /// `strict_retired` (`tests/known_issues.rs`).
+    retired_winner_masks_live,
+    /// Times a replica's winner of a key was an older leased item that a
+    /// tombstone TTL took from it had superseded, lapsed as invariant
+    /// `LeftBehind` requires.
+    superseded_lapsed_after_ttl,
     /// Views compared at quiescence.
     views_compared,
     /// Keys whose winning records were compared across views at quiescence.

@@ -18,6 +18,14 @@
 //! version and content as this region's stored item, a later lease end)
 //! keeps the stored `changed_at_ms` and moves only the lease end and its
 //! terms ([`Table::image_of`]), so it never enters the `changes` index.
+//!
+//! TTL (docs/design.md §3): a replica's sweep deletes the items whose `ttl`
+//! has passed in that replica ([`Table::expired`], [`Table::delete`]), and
+//! the delete replicates like a write, settled against the other replicas'
+//! images by last-writer-wins on the time of the delete
+//! ([`Table::apply_delete`]; an image stored later survives it, an image
+//! delivered later but stored earlier is refused by the replica's memory of
+//! the delete). A deleted item leaves the indexes at once.
 
 use crate::rules::MergeRule;
 use mcs_core::{ChangeStamp, Key, LeaseEnd, Record};
@@ -31,6 +39,30 @@ pub struct Item {
     /// The origin's commit sequence number of this image: the order in
     /// which DynamoDB applied the writes of an item in its own region.
     pub commit: u64,
+    /// True time at which the origin stored this image: what a replicated
+    /// delete is settled against (last-writer-wins by time).
+    pub stored_at: u64,
+}
+
+/// What a replica remembers of a delete of one of its items, to settle
+/// images and deletes delivered later by last-writer-wins on time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deletion {
+    /// True time of the delete (in the replica whose sweep made it).
+    pub at: u64,
+    /// The origin's commit of the image the sweep deleted.
+    pub commit: u64,
+}
+
+/// What applying a replicated delete did to a replica's item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The item held an image stored after the delete: it stays.
+    Kept,
+    /// The item was already gone.
+    Absent,
+    /// The item was deleted; it held this image.
+    Deleted(Box<Item>),
 }
 
 /// What the indexes still show of an item whose latest image has not
@@ -60,6 +92,7 @@ fn written_at(record: &Record) -> u64 {
 pub struct Table {
     items: BTreeMap<(Key, usize), Item>,
     lagging: BTreeMap<(Key, usize), Lagging>,
+    deleted: BTreeMap<(Key, usize), Deletion>,
 }
 
 /// Replicas are equal when they hold the same items; their indexes may be
@@ -123,6 +156,58 @@ impl Table {
             }
         }
         old
+    }
+
+    /// The delete that a delivered `item` of `origin` loses to, if any: one
+    /// this replica applied after the origin stored the image
+    /// (last-writer-wins by time), the item still absent.
+    pub fn refused_by_delete(&self, origin: usize, item: &Item) -> Option<Deletion> {
+        let id = (item.record.key.clone(), origin);
+        if self.items.contains_key(&id) {
+            return None;
+        }
+        self.deleted.get(&id).filter(|d| d.at > item.stored_at).copied()
+    }
+
+    /// The items whose stored `ttl` (by `ttl`, in ms) has passed at true
+    /// time `t`, in item order: what a sweep of this replica deletes.
+    pub fn expired(&self, t: u64, ttl: impl Fn(&Record) -> Option<u64>) -> Vec<(Key, usize)> {
+        self.items
+            .iter()
+            .filter(|(_, item)| ttl(&item.record).is_some_and(|at| at <= t))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Deletes the item `(key, origin)` at true time `t` (a TTL sweep of
+    /// this replica): the item and its index images go, the replica
+    /// remembers the delete. Returns the deleted image.
+    pub fn delete(&mut self, key: &Key, origin: usize, t: u64) -> Option<Item> {
+        let id = (key.clone(), origin);
+        let old = self.items.remove(&id)?;
+        self.lagging.remove(&id);
+        self.deleted.insert(id, Deletion { at: t, commit: old.commit });
+        Some(old)
+    }
+
+    /// Applies a delete of `(key, origin)` made at true time `deletion.at`
+    /// in another replica: last-writer-wins by time, so an image stored
+    /// after the delete stays, anything else goes (even an image newer than
+    /// the one the delete was made on: that is how DynamoDB settles it).
+    pub fn apply_delete(&mut self, key: &Key, origin: usize, deletion: Deletion) -> DeleteOutcome {
+        let id = (key.clone(), origin);
+        if self.items.get(&id).is_some_and(|held| held.stored_at > deletion.at) {
+            return DeleteOutcome::Kept;
+        }
+        let later = self.deleted.get(&id).is_some_and(|d| d.at >= deletion.at);
+        if !later {
+            self.deleted.insert(id.clone(), deletion);
+        }
+        self.lagging.remove(&id);
+        match self.items.remove(&id) {
+            Some(old) => DeleteOutcome::Deleted(Box::new(old)),
+            None => DeleteOutcome::Absent,
+        }
     }
 
     /// Every record, in item order (a scan).

@@ -10,13 +10,24 @@
 //!                                            replica ◄── last-writer-wins per item
 //! ```
 //!
-//! After `steps` events the world quiesces: partitions heal, every change
+//! With TTL on ([`Options::ttl`]), each replica's TTL sweep deletes the
+//! items whose `ttl` has passed there, and the delete replicates through
+//! the same stream (`ttl`). Sweeps and replicated deletes draw from their
+//! own generator and are not counted among the `steps`, so a schedule does
+//! what it did without TTL until a sweep first deletes something. After
+//! the `steps` events comes the TTL phase: the relays pause for longer than
+//! the retention (every record written before lapses, and TTL deletes it),
+//! then resume with what they held (a heartbeat, a registration again, a
+//! new incarnation) while the registrars keep polling and chaos goes on.
+//!
+//! After that the world quiesces: partitions heal, every change
 //! in flight is delivered, every registrar (restarted if down) reads its
 //! whole replica, and [`crate::check`] compares them.
 //!
 //! This file holds the state and the event loop; `events` the registrars'
 //! and relays' events, `replication` the writes and the stream between
-//! replicas, `trace` the trace and the one-line descriptions.
+//! replicas, `ttl` the sweeps and their deletes, `trace` the trace and the
+//! one-line descriptions.
 
 use crate::check::{self, Invariant, Violation};
 use crate::params::{EPOCH_MS, Knobs, Params};
@@ -25,13 +36,16 @@ use crate::relay::{Mode, Op, Phase, Relay};
 use crate::rng::Rng;
 use crate::rules::Rules;
 use crate::stats::Stats;
-use crate::table::{Item, Table};
+use crate::table::{Deletion, Item, Table};
 use mcs_core::{Body, Key, Record, Version};
 use std::collections::{BTreeMap, VecDeque};
 
 mod events;
 mod replication;
 mod trace;
+mod ttl;
+
+pub(crate) use ttl::Ttl;
 
 pub(crate) use trace::describe;
 use trace::{body_kind, describe_request, describe_table_difference};
@@ -41,6 +55,13 @@ const ALL_VIEWS_EVERY: u64 = 8;
 
 /// How many lines of the schedule a traced run keeps.
 const TRACE_LINES: usize = 60;
+
+/// How long the relays run again after the TTL phase's pause, before the
+/// world quiesces: a few heartbeats.
+const RESUMED_MS: u64 = 20_000;
+
+/// Mixed into the seed for the generator of TTL sweeps and their deletes.
+const TTL_STREAM: u64 = 0x5454_4c5f_5357_4545;
 
 /// Settings shared by every schedule of a run.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +85,22 @@ pub struct Options {
     /// that failed over with its version): off by default, since the
     /// design does not hold it there (see `tests/known_issues.rs`).
     pub strict_renewals: bool,
+    /// Model DynamoDB's TTL: sweeps that delete expired items in each
+    /// replica, deletes replicated by last-writer-wins on time, and the TTL
+    /// phase after the `steps` events (see the module docs). Off, a
+    /// schedule is what it was before TTL was modelled.
+    pub ttl: bool,
+    /// Let a TTL sweep delete an expired image whose origin has written a
+    /// newer one that has not reached the sweeping replica yet: the delete,
+    /// replicated and settled by last-writer-wins on its time, erases the
+    /// newer write in every replica. Off by default, counting such images
+    /// in `ttl_deletes_of_stale_images` instead (`tests/known_issues.rs`).
+    pub strict_ttl_sweeps: bool,
+    /// Hold invariant 1 also for a view that holds, as a key's winner, a
+    /// dead record TTL deleted from the replicas over their live winner of
+    /// a lower version (counted in `retired_winner_masks_live`; off by
+    /// default, `tests/known_issues.rs`).
+    pub strict_retired: bool,
     /// Variations of the model.
     pub knobs: Knobs,
 }
@@ -76,6 +113,9 @@ impl Default for Options {
             strict_leases: false,
             strict_lease_bound: false,
             strict_renewals: false,
+            ttl: true,
+            strict_ttl_sweeps: false,
+            strict_retired: false,
             knobs: Knobs::default(),
         }
     }
@@ -102,8 +142,25 @@ pub(crate) struct Request {
 enum Event {
     RelayTick(usize),
     Arrive(Box<Request>),
-    Deliver { from: usize, to: usize, item: Box<Item> },
-    Poll { slot: usize, epoch: u32 },
+    Deliver {
+        from: usize,
+        to: usize,
+        item: Box<Item>,
+    },
+    /// A TTL sweep of a region's replica.
+    Sweep(usize),
+    /// A delete made by `from`'s sweep, replicated to `to`.
+    DeliverDelete {
+        from: usize,
+        to: usize,
+        key: Box<Key>,
+        origin: usize,
+        deletion: Deletion,
+    },
+    Poll {
+        slot: usize,
+        epoch: u32,
+    },
     Chaos,
     Restart(usize),
     Heal,
@@ -149,6 +206,15 @@ pub(crate) struct World {
     /// The latest lease end ever stored for each version of each key, in
     /// any replica: no view may hold a later one.
     pub(crate) stored_leases: BTreeMap<(Key, Version), u64>,
+    /// When each version of each key was first stored (true time): a
+    /// tombstone supersedes, for invariant `LeftBehind`, the older versions
+    /// first stored before it.
+    pub(crate) first_stored: BTreeMap<(Key, Version), u64>,
+    /// TTL: the generator of sweeps and replicated deletes, what the
+    /// sweeps retired and which tombstones they took from each replica.
+    pub(crate) ttl: Ttl,
+    /// The relays' next ticks wait until then (the TTL phase's pause).
+    relays_resume_at: u64,
     pub(crate) stats: Stats,
     trace: VecDeque<String>,
 }
@@ -161,6 +227,7 @@ impl World {
         let params = Params::draw(&mut rng, options.knobs);
         let mut world = Self {
             tables: vec![Table::default(); params.regions],
+            ttl: Ttl::new(seed ^ TTL_STREAM, params.regions),
             slots: Vec::new(),
             relays: Vec::new(),
             params,
@@ -175,6 +242,8 @@ impl World {
             cut: None,
             acks: Acks::default(),
             stored_leases: BTreeMap::new(),
+            first_stored: BTreeMap::new(),
+            relays_resume_at: 0,
             stats: Stats { schedules: 1, ..Stats::default() },
             trace: VecDeque::new(),
         };
@@ -198,33 +267,85 @@ impl World {
         }
         let at = world.t + world.rng.range(1_000, 5_000);
         world.schedule(at, Event::Chaos);
+        if options.ttl {
+            for region in 0..world.params.regions {
+                world.schedule_sweep(region);
+            }
+        }
         world
     }
 
-    /// Runs `steps` events, then quiesces and checks.
+    /// Runs `steps` events (and the TTL phase), then quiesces and checks.
     pub(crate) fn run(&mut self) -> Result<(), Violation> {
-        for _ in 0..self.params.steps {
-            let Some(((t, _), event)) = self.queue.pop_first() else {
-                break;
-            };
-            self.t = t;
-            self.stats.events += 1;
-            // A view changes when it reads or writes; in between, only
-            // expiry changes what it serves. So the view an event touched
-            // is checked at once, and every view now and then.
-            let touched = match &event {
-                Event::Poll { slot, .. } => Some(*slot),
-                Event::Arrive(request) => Some(request.slot),
-                _ => None,
-            };
-            self.handle(event)?;
-            if self.stats.events.is_multiple_of(ALL_VIEWS_EVERY) {
-                check::serving(self, None)?;
-            } else if touched.is_some() {
-                check::serving(self, touched)?;
-            }
+        let mut steps = 0;
+        while steps < self.params.steps && self.step(None)? {
+            steps += 1;
+        }
+        if self.options.ttl {
+            let pause = self.params.retention_ms
+                + self.params.lease_ms.iter().max().copied().unwrap_or_default()
+                + 2 * self.params.skew_allowance_ms
+                + crate::params::SWEEP_EVERY_MS;
+            self.relays_resume_at = self.t + pause;
+            let end = self.relays_resume_at + RESUMED_MS;
+            self.note(|| format!("TTL phase: relays pause for {pause} ms"));
+            while self.step(Some(end))? {}
         }
         self.quiesce()
+    }
+
+    /// Handles the next event (TTL events included, without counting
+    /// them) and checks what must hold after it; false when there is none
+    /// left (before `until`, if given).
+    fn step(&mut self, until: Option<u64>) -> Result<bool, Violation> {
+        loop {
+            let Some(entry) = self.queue.first_entry() else { return Ok(false) };
+            if until.is_some_and(|until| entry.key().0 >= until) {
+                return Ok(false);
+            }
+            let ((t, _), event) = entry.remove_entry();
+            self.t = t;
+            if self.handle_ttl(event)? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Handles a TTL event and returns false, or any other event and
+    /// returns true.
+    fn handle_ttl(&mut self, event: Event) -> Result<bool, Violation> {
+        match event {
+            Event::Sweep(region) => self.sweep(region)?,
+            Event::DeliverDelete { from, to, key, origin, deletion } => {
+                self.deliver_delete(from, to, *key, origin, deletion)?
+            }
+            event => {
+                self.counted(event)?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Handles an event of the schedule (counted in `events`) and checks
+    /// what the views serve.
+    fn counted(&mut self, event: Event) -> Result<(), Violation> {
+        self.stats.events += 1;
+        // A view changes when it reads or writes; in between, only
+        // expiry changes what it serves. So the view an event touched
+        // is checked at once, and every view now and then.
+        let touched = match &event {
+            Event::Poll { slot, .. } => Some(*slot),
+            Event::Arrive(request) => Some(request.slot),
+            _ => None,
+        };
+        self.handle(event)?;
+        if self.stats.events.is_multiple_of(ALL_VIEWS_EVERY) {
+            check::serving(self, None)?;
+        } else if touched.is_some() {
+            check::serving(self, touched)?;
+        }
+        Ok(())
     }
 
     fn schedule(&mut self, at: u64, event: Event) {
@@ -249,6 +370,9 @@ impl World {
                 self.cut = None;
                 self.note(|| "partition healed".into());
             }
+            Event::Sweep(_) | Event::DeliverDelete { .. } => {
+                unreachable!("TTL events are handled by handle_ttl")
+            }
         }
         Ok(())
     }
@@ -260,8 +384,12 @@ impl World {
         self.cut = None;
         let queue = std::mem::take(&mut self.queue);
         for (_, event) in queue {
-            if let Event::Deliver { from, to, item } = event {
-                self.apply_delivery(from, to, *item)?;
+            match event {
+                Event::Deliver { from, to, item } => self.apply_delivery(from, to, *item)?,
+                Event::DeliverDelete { from, to, key, origin, deletion } => {
+                    self.apply_delete(from, to, &key, origin, deletion)?
+                }
+                _ => {}
             }
         }
         for region in 1..self.params.regions {

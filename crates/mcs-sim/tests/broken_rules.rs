@@ -118,3 +118,22 @@ fn a_delta_poll_that_never_reaches_back_is_caught() {
         assert!(ok.is_ok(), "seed {} fails with {reach:?} too: {ok:?}", failure.seed);
     }
 }
+
+/// A tombstone whose `ttl` is the end of the lease it withdrew, without
+/// the retention: TTL deletes it while an older item of its key in another
+/// region (renewed after the withdrawing registrar's view learned its
+/// lease, or before its region had the tombstone) is still live, and that
+/// item wins the key again in the replica (`LeftBehind`, issue 22). The
+/// same schedule passes with the `ttl` the store writes, and without TTL
+/// events.
+#[test]
+fn a_tombstone_ttl_without_the_retention_is_caught() {
+    let failure = hunt(Rules::BROKEN_TTL_AT_WITHDRAWN_LEASE_END, Options::default(), 2_000);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::LeftBehind, "{failure}");
+    let real = run(failure.seed, Rules::REAL, Options::default());
+    assert!(real.is_ok(), "seed {} fails with the real ttl too: {real:?}", failure.seed);
+    let untouched = Options { ttl: false, ..Options::default() };
+    let without = run(failure.seed, Rules::BROKEN_TTL_AT_WITHDRAWN_LEASE_END, untouched);
+    assert!(without.is_ok(), "seed {} fails without TTL events: {without:?}", failure.seed);
+}

@@ -90,6 +90,13 @@ impl World {
     // ---- relays ----
 
     pub(super) fn relay_tick(&mut self, index: usize) {
+        if self.t < self.relays_resume_at {
+            // The TTL phase's pause: the relay holds its state and ticks
+            // again once the pause is over.
+            let at = self.relays_resume_at + self.rng.range(0, self.params.heartbeat_ms);
+            self.schedule(at, Event::RelayTick(index));
+            return;
+        }
         let slots = self.slots.len();
         let rng = &mut self.rng;
         let relay = &mut self.relays[index];

@@ -17,13 +17,15 @@ impl World {
         let stored =
             self.stored_leases.entry((record.key.clone(), record.version.clone())).or_default();
         *stored = (*stored).max(record.lease_until_ms.unwrap_or(0));
-        let item = Item { record, commit: self.commit };
+        self.first_stored.entry((record.key.clone(), record.version.clone())).or_insert(self.t);
+        let item = Item { record, commit: self.commit, stored_at: self.t };
         let lag = self.index_lag();
         let old = self.tables[region].put(region, item.clone(), self.t, lag);
         self.check_step(region, region, old.as_ref(), &item, "conditional write")?;
         if self.options.check_replicas {
             check::withdrawal_fence(old.as_ref().map(|i| &i.record), &item.record, region)?;
         }
+        check::left_behind(self, region, &item.record.key)?;
         for to in 0..self.params.regions {
             if to == region {
                 continue;
@@ -77,6 +79,21 @@ impl World {
         to: usize,
         item: Item,
     ) -> Result<(), Violation> {
+        if let Some(deletion) = self.tables[to].refused_by_delete(from, &item) {
+            // Last-writer-wins by time: a TTL delete made after the origin
+            // stored this image wins over it.
+            self.stats.deliveries_refused_by_delete += 1;
+            if self.erases(&item, deletion) {
+                self.stats.ttl_deletes_erasing_newer += 1;
+                self.note(|| {
+                    format!(
+                        "region {from}'s item is refused by region {to}'s later TTL delete: {}",
+                        describe(&item.record)
+                    )
+                });
+            }
+            return Ok(());
+        }
         let held = self.tables[to].get(&item.record.key, from);
         if held.is_some_and(|h| !(self.rules.replica)(&item, h)) {
             self.stats.deliveries_ignored += 1;
@@ -93,7 +110,8 @@ impl World {
                 )
             });
         }
-        self.check_step(to, from, old.as_ref(), &item, "replication")
+        self.check_step(to, from, old.as_ref(), &item, "replication")?;
+        check::left_behind(self, to, &item.record.key)
     }
 
     /// docs/design.md §9: an older generation never replaces a newer one in a replica.
