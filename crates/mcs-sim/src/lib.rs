@@ -41,9 +41,10 @@
 //! Running it:
 //!
 //! ```text
-//!  cargo test -p mcs-sim --release                         10,000 schedules (about 16 s
-//!                                                          on two cores; debug minutes),
-//!                                                          broken rules caught
+//!  cargo test -p mcs-sim                                   10,000 schedules (about 25 s a
+//!                                                          test binary on two cores: the
+//!                                                          dev profile optimises mcs-sim
+//!                                                          and mcs-core), broken rules caught
 //!  MCS_SIM_SCHEDULES=100000 cargo test -p mcs-sim --test schedules
 //!  MCS_SIM_SEED=2814 cargo test -p mcs-sim <test> -- --include-ignored --nocapture
 //!                                                          replay one seed, with its trace
