@@ -209,6 +209,24 @@ async fn export_import_headless_invalid_unexport_and_rbac() {
         .await;
     }
 
+    // Headless without ports (Kubernetes allows it): the upstream CRD
+    // requires `spec.ports`, so the ServiceImport carries it empty (before:
+    // left out, and the upstream CRD refused the ServiceImport).
+    apply(&services(west), &service(NS, "bare", &[], true)).await;
+    apply(&slices(west), &endpoint_slice(NS, "bare", "bare-own", &["10.2.0.8"], &[])).await;
+    apply(&exports(west), &export("bare")).await;
+    for c in [east, west] {
+        let what = format!("{}: bare imported as Headless without ports", c.name);
+        eventually(WITHIN, &what, async || {
+            imports(c)
+                .get("bare")
+                .await
+                .is_ok_and(|i| i.spec.type_ == "Headless" && i.spec.ports.is_empty())
+                && imported_endpoints(c, "bare").await == addresses("west", &["10.2.0.8"])
+        })
+        .await;
+    }
+
     // ExternalName: invalid. A ServiceExport without its Service: invalid until it appears.
     let mut external = service(NS, "ext", &[("http", 80, 80)], false);
     let spec = external.spec.as_mut().unwrap();

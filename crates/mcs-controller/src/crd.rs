@@ -101,7 +101,9 @@ pub struct ServiceExportStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ServiceImportSpec {
     /// The union of the exports' ports.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // Written when empty too: the upstream mcs-api CRD requires the field,
+    // and a headless Service may have no port.
+    #[serde(default)]
     pub ports: Vec<ServiceImportPort>,
     /// The clusterset IPs (the derived Service's cluster IPs), ClusterSetIP only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
