@@ -485,7 +485,7 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
     for flag in [
         "--storage=dynamodb",
         "--table=mcs",
-        "--tls-cert-path=/tls/tls.crt",
+        "--tls-cert-file=/tls/tls.crt",
         "--pool-discovery=mcs",
     ] {
         assert!(a.contains(&flag.to_owned()), "{flag} after the upgrade: {a:?}");
@@ -584,8 +584,8 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
     let deployment = installed_deployment(&kube, "mcs-system", "ctl-mcs-controller").await;
     // Substituted: the metrics address (the pod's own network is this
     // machine's here); nothing else.
-    let mut args = pod_args(&deployment, &["--metrics-listen="]);
-    args.push("--metrics-listen=127.0.0.1:0".to_owned());
+    let mut args = pod_args(&deployment, &["--admin-listen="]);
+    args.push("--admin-listen=127.0.0.1:0".to_owned());
     let envs = pod_env(&deployment, "ctl-mcs-controller-0", "mcs-system");
     assert!(envs.iter().any(|(k, v)| k == "POD_NAMESPACE" && v == "mcs-system"), "{envs:?}");
     let account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
@@ -764,7 +764,11 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
     let deployment = installed_deployment(&kube, "mcs", "reg-mcs-registry").await;
     let mounts = materialize_mounts(&kube, "mcs", &deployment, &files.path("registry")).await;
     let args = substitute_mounts(&pod_args(&deployment, LISTEN_FLAGS), &mounts);
-    assert!(args.iter().any(|a| a.starts_with("--tls-client-ca-cert-path=") && !a.contains("=/tls-client-ca/")), "{args:?}");
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--tls-client-ca-file=") && !a.contains("=/tls-client-ca/")),
+        "{args:?}"
+    );
     // Listening (its readiness is polled over plain HTTP, which its API port no longer speaks).
     let registry = mcs_tests::RegistryProcess::start_listening(&bins.registry, &args).await;
     let port = registry.api_url().rsplit(':').next().expect("a port").to_owned();
@@ -796,8 +800,8 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
     let deployment = installed_deployment(&kube, "mcs-system", "ctl-mcs-controller").await;
     let mounts =
         materialize_mounts(&kube, "mcs-system", &deployment, &files.path("controller")).await;
-    let mut args = substitute_mounts(&pod_args(&deployment, &["--metrics-listen="]), &mounts);
-    args.push("--metrics-listen=127.0.0.1:0".to_owned());
+    let mut args = substitute_mounts(&pod_args(&deployment, &["--admin-listen="]), &mounts);
+    args.push("--admin-listen=127.0.0.1:0".to_owned());
     let envs = pod_env(&deployment, "ctl-mcs-controller-0", "mcs-system");
     let sa_kubeconfig = env.service_account_kubeconfig("mcs-system", "ctl-mcs-controller").await;
     let controller =

@@ -975,7 +975,7 @@ async fn the_cluster_property_names_the_cluster_and_a_contradicting_flag_is_refu
     // A flag naming another cluster: refused, exit 1, saying why.
     let out = tokio::process::Command::new(&bin)
         .args(["--cluster-id", "hub-2", "--registry-url", &url, "--registry-allow-insecure-http"])
-        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
         .env("KUBECONFIG", &kubeconfig)
         .output()
         .await

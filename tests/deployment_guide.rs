@@ -421,7 +421,7 @@ async fn start_registry(
     endpoint: &str,
 ) -> (mcs_tests::RegistryProcess, String) {
     let flags = pod.flags();
-    let tls = flag_value(&flags, "--tls-cert-path").is_some();
+    let tls = flag_value(&flags, "--tls-cert-file").is_some();
     let mut flags =
         without(&flags, &["--listen", "--admin-listen", "--log-format", "--dynamodb-endpoint"]);
     if flag_value(&flags, "--storage") == Some("dynamodb") {
@@ -454,9 +454,9 @@ async fn start_controller(
     registry_url: &str,
     kubeconfig: &Path,
 ) -> ControllerProcess {
-    let mut flags = without(&pod.flags(), &["--metrics-listen", "--registry-url", "--log-format"]);
+    let mut flags = without(&pod.flags(), &["--admin-listen", "--registry-url", "--log-format"]);
     flags.extend([
-        "--metrics-listen=127.0.0.1:0".into(),
+        "--admin-listen=127.0.0.1:0".into(),
         format!("--registry-url={registry_url}"),
         "--log-format=json".into(),
     ]);

@@ -434,7 +434,7 @@ impl ControllerProcess {
                 "--registry-url",
                 registry_url,
                 "--registry-allow-insecure-http",
-                "--metrics-listen",
+                "--admin-listen",
                 "127.0.0.1:0",
                 "--leader-election-namespace",
                 SYSTEM_NAMESPACE,

@@ -92,6 +92,17 @@ pub enum Command {
     /// Compare what two replicas serve, section by section; exit 1 when they
     /// differ.
     Diff(DiffArgs),
+    /// Print the shell completion script of mcs-admin for SHELL, e.g.
+    /// `mcs-admin completions bash > /etc/bash_completion.d/mcs-admin`.
+    Completions(CompletionsArgs),
+}
+
+/// `completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `migrate`.
@@ -123,6 +134,7 @@ impl Command {
             Command::Doctor(_) => "doctor",
             Command::Gc(_) => "gc",
             Command::Diff(_) => "diff",
+            Command::Completions(_) => "completions",
         }
     }
 }
@@ -220,6 +232,11 @@ pub struct RestoreArgs {
     /// what it holds, undetected.
     #[arg(long)]
     pub allow_headerless: bool,
+
+    /// Judge every record against the table as a restore does, say what
+    /// would be written, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 
     /// Also restore records older than the retention (last written, for a
     /// lease or a tombstone; last known current, for an export): their newer
@@ -333,6 +350,7 @@ mod tests {
                 "get" => vec!["mcs-admin", "get", "pool", "k"],
                 "restore" => vec!["mcs-admin", "restore", "-"],
                 "diff" => vec!["mcs-admin", "diff"],
+                "completions" => vec!["mcs-admin", "completions", "bash"],
                 name => vec!["mcs-admin", name],
             };
             let parsed = Cli::try_parse_from(&argv).unwrap();

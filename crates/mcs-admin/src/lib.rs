@@ -22,6 +22,8 @@ pub mod liveness;
 pub mod output;
 pub mod progress;
 pub mod scan;
+#[path = "../../shared_cli.rs"]
+mod shared_cli;
 #[cfg(test)]
 pub(crate) mod testing;
 

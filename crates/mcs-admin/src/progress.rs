@@ -28,12 +28,13 @@ impl Progress {
         })
     }
 
-    /// A spinner counting items, labelled `message`.
+    /// A spinner counting items, labelled `message`, with the rate in whole
+    /// items a second (indicatif's default shows four decimals).
     pub fn counter(message: &str) -> Self {
         Self::on_terminal(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}: {human_pos} items ({per_sec})")
+                ProgressStyle::with_template("{spinner} {msg}: {human_pos} items ({per_sec:0})")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.set_message(message.to_owned());

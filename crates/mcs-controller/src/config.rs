@@ -3,7 +3,9 @@
 //! docs/configuration.md lists them.
 
 use crate::Settings;
+use crate::shared_cli::{Renamed, with_old_names};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +33,53 @@ pub struct Cli {
     /// The controller's flags.
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// Which old names of renamed flags ([`RENAMED`]) were used, each as a
+    /// note to log.
+    #[arg(skip)]
+    pub renamed: Vec<String>,
+}
+
+/// The flags renamed to fit one vocabulary across the three binaries
+/// (docs/configuration.md, Flag names): the old names still work, hidden,
+/// for one release, and using one logs a warning.
+const RENAMED: &[Renamed] = &[
+    Renamed {
+        id: "registry_client_cert_file",
+        old_flag: "registry-client-cert",
+        old_env: "MCS_REGISTRY_CLIENT_CERT",
+    },
+    Renamed {
+        id: "registry_client_key_file",
+        old_flag: "registry-client-key",
+        old_env: "MCS_REGISTRY_CLIENT_KEY",
+    },
+    Renamed { id: "admin_listen", old_flag: "metrics-listen", old_env: "MCS_METRICS_LISTEN" },
+];
+
+impl Cli {
+    /// The command line of this process, with the old names of
+    /// [`RENAMED`] flags; exits as clap does on a usage error.
+    pub fn from_command_line() -> Self {
+        Self::try_parse_with_old_names(std::env::args_os().collect()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// `argv` (and the environment) parsed with the old names of
+    /// [`RENAMED`] flags too.
+    pub fn try_parse_with_old_names(argv: Vec<OsString>) -> Result<Self, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
+        let mut cli = Self::from_arg_matches(&command.try_get_matches_from(argv)?)?;
+        cli.renamed = renamed;
+        Ok(cli)
+    }
+
+    /// The shell completion script of mcs-controller for `shell`
+    /// (`completions`).
+    pub fn completion_script(shell: clap_complete::Shell) -> String {
+        let mut command = <Self as clap::CommandFactory>::command();
+        crate::shared_cli::completion_script(shell, &mut command, "mcs-controller")
+    }
 }
 
 /// What `mcs-controller` can print.
@@ -42,6 +91,13 @@ pub enum Command {
     /// Role for the leader-election Lease in its namespace, and their
     /// bindings to the controller's ServiceAccount.
     Rbac(RbacArgs),
+    /// The shell completion script of mcs-controller for SHELL, e.g.
+    /// `mcs-controller completions bash > /etc/bash_completion.d/mcs-controller`.
+    Completions {
+        /// The shell the script is for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Where the printed RBAC binds and grants (`mcs_controller::rbac::Install`).
@@ -98,11 +154,11 @@ pub struct RunArgs {
     #[arg(long, env = "MCS_REGISTRY_CA_FILE")]
     pub registry_ca_file: Option<PathBuf>,
     /// Client certificate chain (PEM) presented to the registry (mTLS).
-    #[arg(long, env = "MCS_REGISTRY_CLIENT_CERT", requires = "registry_client_key")]
-    pub registry_client_cert: Option<PathBuf>,
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_CERT_FILE", requires = "registry_client_key_file")]
+    pub registry_client_cert_file: Option<PathBuf>,
     /// The client certificate's private key (PEM).
-    #[arg(long, env = "MCS_REGISTRY_CLIENT_KEY", requires = "registry_client_cert")]
-    pub registry_client_key: Option<PathBuf>,
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_KEY_FILE", requires = "registry_client_cert_file")]
+    pub registry_client_key_file: Option<PathBuf>,
     /// Allows a plain `http://` registry URL (evaluation only).
     #[arg(long, env = "MCS_REGISTRY_ALLOW_INSECURE_HTTP")]
     pub registry_allow_insecure_http: bool,
@@ -129,8 +185,8 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
-    #[arg(long, env = "MCS_METRICS_LISTEN", default_value = "0.0.0.0:9091")]
-    pub metrics_listen: SocketAddr,
+    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9091")]
+    pub admin_listen: SocketAddr,
     /// Namespace of the leader-election Lease; else the pod's own
     /// (`POD_NAMESPACE` or the service account's), else `default`.
     #[arg(long, env = "MCS_LEADER_ELECTION_NAMESPACE")]
@@ -160,7 +216,7 @@ pub struct Config {
     /// The parts' settings.
     pub settings: Settings,
     /// Where `/metrics` is served.
-    pub metrics_listen: SocketAddr,
+    pub admin_listen: SocketAddr,
     /// The Lease's namespace, if given.
     pub lease_namespace: Option<String>,
     /// The Lease's name.
@@ -192,9 +248,9 @@ impl RunArgs {
         registry.tls = self.registry_ca_file.clone().map(|ca| mcs_client::TlsFiles {
             ca_bundle: ca,
             client_identity: self
-                .registry_client_cert
+                .registry_client_cert_file
                 .clone()
-                .zip(self.registry_client_key.clone()),
+                .zip(self.registry_client_key_file.clone()),
         });
         if let Some(id) = &self.cluster_id {
             mcs_api::Label::new(id.as_str()).map_err(|e| format!("--cluster-id: {e}"))?;
@@ -218,7 +274,7 @@ impl RunArgs {
                 max_endpoints_per_slice: usize::from(self.max_endpoints_per_slice),
                 removal_hold: self.import_removal_hold_secs.map(Duration::from_secs),
             },
-            metrics_listen: self.metrics_listen,
+            admin_listen: self.admin_listen,
             lease_namespace: self.leader_election_namespace.clone(),
             lease_name: self.leader_election_lease.clone(),
             lease_duration: Duration::from_secs(self.leader_election_lease_secs),
@@ -238,6 +294,38 @@ mod tests {
     }
 
     #[test]
+    fn the_old_names_of_renamed_flags_still_work_and_are_noted() {
+        let argv = [
+            "mcs-controller",
+            "--registry-url=https://r",
+            "--registry-ca-file=/ca",
+            "--registry-client-cert",
+            "/c",
+            "--registry-client-key=/k",
+            "--metrics-listen=127.0.0.1:9100",
+        ];
+        let cli = Cli::try_parse_with_old_names(argv.map(OsString::from).to_vec()).unwrap();
+        assert_eq!(
+            cli.renamed,
+            [
+                "--registry-client-cert is deprecated: use --registry-client-cert-file",
+                "--registry-client-key is deprecated: use --registry-client-key-file",
+                "--metrics-listen is deprecated: use --admin-listen",
+            ]
+        );
+        let config = cli.run.resolve().unwrap();
+        assert_eq!(config.admin_listen, "127.0.0.1:9100".parse().unwrap());
+        let tls = config.registry.tls.unwrap();
+        assert_eq!(tls.client_identity, Some(("/c".into(), "/k".into())));
+        // Hidden from help: only the new names are documented.
+        let help = <Cli as clap::CommandFactory>::command().render_long_help().to_string();
+        assert!(help.contains("--admin-listen") && !help.contains("--metrics-listen"), "{help}");
+        // Old and new names of one flag are one flag, as clap sees it.
+        let both = ["mcs-controller", "--metrics-listen=127.0.0.1:1", "--admin-listen=127.0.0.1:2"];
+        assert!(Cli::try_parse_with_old_names(both.map(OsString::from).to_vec()).is_err());
+    }
+
+    #[test]
     fn plain_http_needs_the_explicit_opt_in() {
         let err = parse(&["--registry-url", "http://r:8080"]).unwrap_err();
         assert!(err.contains("--registry-allow-insecure-http"), "{err}");
@@ -254,19 +342,19 @@ mod tests {
             "https://r:8443",
             "--registry-ca-file",
             "/ca",
-            "--registry-client-cert",
+            "--registry-client-cert-file",
             "/c",
         ])
         .unwrap_err();
-        assert!(err.contains("--registry-client-key"), "{err}");
+        assert!(err.contains("--registry-client-key-file"), "{err}");
         let config = parse(&[
             "--registry-url",
             "https://r:8443",
             "--registry-ca-file",
             "/ca",
-            "--registry-client-cert",
+            "--registry-client-cert-file",
             "/c",
-            "--registry-client-key",
+            "--registry-client-key-file",
             "/k",
         ])
         .unwrap();

@@ -1,4 +1,4 @@
-//! `/metrics`, `/healthz` and `/readyz` on `--metrics-listen`.
+//! `/metrics`, `/healthz` and `/readyz` on `--admin-listen`.
 //!
 //! - `/healthz`: 200 while the process serves (its runtime answers).
 //! - `/readyz`: 200 when the API server answered within the last minute
@@ -111,7 +111,7 @@ pub async fn serve(
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("binding --metrics-listen {addr}: {e}"))
+        .map_err(|e| anyhow::anyhow!("binding --admin-listen {addr}: {e}"))
 }
 
 #[cfg(test)]

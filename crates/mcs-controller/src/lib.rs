@@ -23,6 +23,8 @@ pub mod metrics;
 pub mod rbac;
 pub mod registration;
 pub mod run;
+#[path = "../../shared_cli.rs"]
+mod shared_cli;
 pub mod watch;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

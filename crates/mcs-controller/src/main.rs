@@ -1,17 +1,18 @@
 //! The `mcs-controller` binary: `crds` and `rbac` (ClusterRole, Lease Role
-//! and bindings) print what deploying it needs; otherwise it runs. Inconsistent flags exit 2 with one line naming
+//! and bindings) print what deploying it needs, `completions SHELL` its
+//! shell completion script; otherwise it runs. Inconsistent flags exit 2 with one line naming
 //! the flag; a failure exits 1.
 
-use clap::Parser;
 use mcs_controller::config::{Cli, Command, LogFormat};
 use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_command_line();
     let printed = match cli.command {
         Some(Command::Crds) => Some(mcs_controller::crd::crds_yaml()),
         Some(Command::Rbac(args)) => Some(args.install().yaml()),
+        Some(Command::Completions { shell }) => Some(Ok(Cli::completion_script(shell))),
         None => None,
     };
     if let Some(yaml) = printed {
@@ -26,6 +27,9 @@ async fn main() -> ExitCode {
     let args = cli.run;
     if let Err(e) = init_tracing(&args.log, args.log_format) {
         return fail(args.log_format, &e, 2);
+    }
+    for note in &cli.renamed {
+        tracing::warn!("{note}");
     }
     let config = match args.resolve() {
         Ok(config) => config,

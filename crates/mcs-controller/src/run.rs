@@ -28,7 +28,7 @@ pub const SERVER_STOP: Duration = Duration::from_secs(1);
 /// Runs until SIGTERM/SIGINT (`Ok`) or a failure (`Err`).
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let handle = crate::metrics::install();
-    let listener = health::bind(config.metrics_listen).await?;
+    let listener = health::bind(config.admin_listen).await?;
     tracing::info!(metrics = %listener.local_addr()?, "mcs-controller listening");
     let cancel = CancellationToken::new();
     tokio::spawn(shutdown_on_signal(cancel.clone()));

@@ -1,6 +1,7 @@
 //! Command-line flags (each with an `MCS_*` environment twin) and the
 //! settings checked from them at startup.
 
+use crate::shared_cli::{Renamed, with_old_names};
 use clap::{Parser, ValueEnum};
 use mcs_core::LeasePolicy;
 use mcs_store::args::{RetentionArgs, StoreArgs};
@@ -302,6 +303,12 @@ pub struct Args {
     #[arg(long, env = "MCS_POOL_DISCOVERY_RECOVERY_SECS", help_heading = DISCOVERY_HEADING)]
     pub pool_discovery_recovery_secs: Option<u64>,
 
+    /// Print the shell completion script of mcs-registry for this shell
+    /// and exit, e.g. `mcs-registry --completions bash >
+    /// /etc/bash_completion.d/mcs-registry`.
+    #[arg(long, value_enum, value_name = "SHELL")]
+    pub completions: Option<clap_complete::Shell>,
+
     /// The storage settings (`table`, `region`, `dynamodb_endpoint`,
     /// `storage_connect_timeout_secs`) that came from the environment
     /// rather than the command line ([`Args::from_command_line`]): with
@@ -309,7 +316,25 @@ pub struct Args {
     /// with mcs-admin), where typed flags are an error.
     #[arg(skip)]
     pub from_environment: Vec<String>,
+
+    /// Which old names of renamed flags ([`RENAMED`]) were used, each as
+    /// a note to log ([`Args::from_command_line`]).
+    #[arg(skip)]
+    pub renamed: Vec<String>,
 }
+
+/// The flags renamed to fit one vocabulary across the three binaries
+/// (docs/configuration.md, Flag names): the old names still work, hidden,
+/// for one release, and using one logs a warning.
+const RENAMED: &[Renamed] = &[
+    Renamed { id: "tls_cert_file", old_flag: "tls-cert-path", old_env: "MCS_TLS_CERT_PATH" },
+    Renamed { id: "tls_key_file", old_flag: "tls-key-path", old_env: "MCS_TLS_KEY_PATH" },
+    Renamed {
+        id: "tls_client_ca_file",
+        old_flag: "tls-client-ca-cert-path",
+        old_env: "MCS_TLS_CLIENT_CA_CERT_PATH",
+    },
+];
 
 /// The storage settings that apply only to `--storage dynamodb`: their
 /// clap ids, flags, environment variables, and whether `Args` has them set.
@@ -330,18 +355,33 @@ const DYNAMODB_ONLY: [DynamodbOnly; 4] = [
 
 impl Args {
     /// The process's flags and environment, as [`Parser::parse`] reads
-    /// them (exiting 2 on an error), noting which storage settings came
-    /// from the environment.
+    /// them (exiting 2 on an error), the old names of [`RENAMED`] flags
+    /// included, noting which storage settings came from the environment.
     pub fn from_command_line() -> Self {
+        Self::try_parse_with_old_names(std::env::args_os().collect()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// `argv` (and the environment) parsed as [`Args::from_command_line`]
+    /// does, the old names of [`RENAMED`] flags included.
+    pub fn try_parse_with_old_names(argv: Vec<std::ffi::OsString>) -> Result<Self, clap::Error> {
         use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
-        let matches = Self::command().get_matches();
-        let mut args = Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
+        let matches = command.try_get_matches_from(argv)?;
+        let mut args = Self::from_arg_matches(&matches)?;
+        args.renamed = renamed;
         args.from_environment = DYNAMODB_ONLY
             .iter()
             .filter(|(id, ..)| matches.value_source(id) == Some(ValueSource::EnvVariable))
             .map(|(id, ..)| (*id).to_owned())
             .collect();
-        args
+        Ok(args)
+    }
+
+    /// The shell completion script of mcs-registry for `shell`
+    /// (`--completions`).
+    pub fn completion_script(shell: clap_complete::Shell) -> String {
+        let mut command = <Self as clap::CommandFactory>::command();
+        crate::shared_cli::completion_script(shell, &mut command, "mcs-registry")
     }
 
     /// The DynamoDB-only settings given with `--storage memory`: `Err`
@@ -414,9 +454,10 @@ pub struct Settings {
     pub writer_id: String,
     /// How long to wait for storage at startup; `None`: for ever.
     pub storage_connect_timeout: Option<Duration>,
-    /// Settings from the environment that do not apply here, each with
-    /// why (logged at startup).
-    pub ignored: Vec<String>,
+    /// Logged as warnings at startup: settings from the environment that
+    /// do not apply here, each with why, and the old names of renamed
+    /// flags used ([`RENAMED`]).
+    pub warnings: Vec<String>,
     /// TLS files (issue 9); `None`: plaintext.
     pub tls: Option<crate::tls::TlsSettings>,
     /// The SPIFFE trust domain of `--authz spiffe`; `None`: no authorization.
@@ -499,7 +540,7 @@ impl Settings {
     pub fn from_args(args: &Args) -> Result<Self, String> {
         let lease = LeasePolicy::new(args.lease_duration_secs, args.heartbeat_interval_secs)
             .map_err(|e| format!("--lease-duration-secs/--heartbeat-interval-secs: {e}"))?;
-        let ignored = match args.storage {
+        let mut warnings = match args.storage {
             StorageKind::Memory => args.memory_storage_extras()?,
             StorageKind::Dynamodb => {
                 if args.store.table.as_deref().is_none_or(str::is_empty) {
@@ -508,6 +549,7 @@ impl Settings {
                 Vec::new()
             }
         };
+        warnings.extend(args.renamed.iter().cloned());
         if args.refresh_interval_ms == 0 {
             return Err("--refresh-interval-ms must be above zero".into());
         }
@@ -611,7 +653,7 @@ impl Settings {
             storage_connect_timeout: mcs_store::args::connect_timeout(
                 args.storage_connect_timeout_secs,
             ),
-            ignored,
+            warnings,
             tls,
             spiffe_trust_domain,
             discovery,
@@ -640,11 +682,11 @@ mod tests {
     #[test]
     fn tls_and_spiffe_flags_that_agree_are_accepted() {
         let s = parse(&[
-            "--tls-cert-path",
+            "--tls-cert-file",
             "c",
-            "--tls-key-path",
+            "--tls-key-file",
             "k",
-            "--tls-client-ca-cert-path",
+            "--tls-client-ca-file",
             "ca",
             "--authz",
             "spiffe",
@@ -658,6 +700,32 @@ mod tests {
         assert!(tls.admin_tls);
         assert_eq!(tls.handshake_timeout, Duration::from_secs(10));
         assert_eq!(s.spiffe_trust_domain.as_deref(), Some("example.org"));
+    }
+
+    #[test]
+    fn the_old_names_of_renamed_flags_still_work_and_are_logged() {
+        let argv = [
+            "mcs-registry",
+            "--tls-cert-path=/cert",
+            "--tls-key-path",
+            "/key",
+            "--tls-client-ca-cert-path=/ca",
+        ];
+        let args = Args::try_parse_with_old_names(argv.map(Into::into).to_vec()).unwrap();
+        let settings = Settings::from_args(&args).unwrap();
+        let tls = settings.tls.unwrap();
+        assert_eq!((tls.cert_path.to_str(), tls.key_path.to_str()), (Some("/cert"), Some("/key")));
+        assert_eq!(tls.client_ca_path.as_deref().and_then(|p| p.to_str()), Some("/ca"));
+        assert_eq!(
+            settings.warnings,
+            [
+                "--tls-cert-path is deprecated: use --tls-cert-file",
+                "--tls-key-path is deprecated: use --tls-key-file",
+                "--tls-client-ca-cert-path is deprecated: use --tls-client-ca-file",
+            ]
+        );
+        let help = <Args as clap::CommandFactory>::command().render_long_help().to_string();
+        assert!(help.contains("--tls-cert-file") && !help.contains("--tls-cert-path"), "{help}");
     }
 
     #[test]
@@ -683,11 +751,11 @@ mod tests {
         args.from_environment.push("storage_connect_timeout_secs".into());
         let settings = Settings::from_args(&args).unwrap();
         let named: Vec<&str> =
-            settings.ignored.iter().filter_map(|n| n.split_whitespace().next()).collect();
+            settings.warnings.iter().filter_map(|n| n.split_whitespace().next()).collect();
         assert_eq!(named, ["MCS_TABLE", "MCS_REGION", "MCS_STORAGE_CONNECT_TIMEOUT_SECS"]);
         // With DynamoDB they apply, and nothing is ignored.
         args.storage = StorageKind::Dynamodb;
-        assert!(Settings::from_args(&args).unwrap().ignored.is_empty());
+        assert!(Settings::from_args(&args).unwrap().warnings.is_empty());
     }
 
     #[test]
@@ -725,22 +793,19 @@ mod tests {
             (&["--max-watches", "0"], "--max-watches"),
             (&["--max-connections", "10", "--max-watches", "11"], "--max-watches"),
             // TLS and authorization (issue 9).
-            (&["--tls-cert-path", "c"], "--tls-cert-path needs --tls-key-path"),
-            (&["--tls-key-path", "k"], "--tls-key-path needs --tls-cert-path"),
-            (
-                &["--tls-client-ca-cert-path", "ca"],
-                "--tls-client-ca-cert-path needs --tls-cert-path",
-            ),
-            (&["--admin-tls"], "--admin-tls needs --tls-cert-path"),
+            (&["--tls-cert-file", "c"], "--tls-cert-file needs --tls-key-file"),
+            (&["--tls-key-file", "k"], "--tls-key-file needs --tls-cert-file"),
+            (&["--tls-client-ca-file", "ca"], "--tls-client-ca-file needs --tls-cert-file"),
+            (&["--admin-tls"], "--admin-tls needs --tls-cert-file"),
             (&["--tls-handshake-timeout-secs", "0"], "--tls-handshake-timeout-secs"),
-            (&["--authz", "spiffe"], "--authz spiffe needs --tls-client-ca-cert-path"),
+            (&["--authz", "spiffe"], "--authz spiffe needs --tls-client-ca-file"),
             (
                 &[
-                    "--tls-cert-path",
+                    "--tls-cert-file",
                     "c",
-                    "--tls-key-path",
+                    "--tls-key-file",
                     "k",
-                    "--tls-client-ca-cert-path",
+                    "--tls-client-ca-file",
                     "ca",
                     "--authz",
                     "spiffe",
@@ -749,11 +814,11 @@ mod tests {
             ),
             (
                 &[
-                    "--tls-cert-path",
+                    "--tls-cert-file",
                     "c",
-                    "--tls-key-path",
+                    "--tls-key-file",
                     "k",
-                    "--tls-client-ca-cert-path",
+                    "--tls-client-ca-file",
                     "ca",
                     "--authz",
                     "spiffe",

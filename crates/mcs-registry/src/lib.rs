@@ -24,6 +24,8 @@ pub mod metrics;
 pub mod reader;
 pub mod registrar;
 pub mod server;
+#[path = "../../shared_cli.rs"]
+mod shared_cli;
 pub mod tls;
 
 pub use server::{Registry, run};

@@ -1,4 +1,5 @@
-//! The `mcs-registry` binary: parse flags, set up logging, refuse
+//! The `mcs-registry` binary: parse flags (`--completions` prints the
+//! shell completion script and exits), set up logging, refuse
 //! inconsistent flags or an invalid `--log` filter (exit 2), run (exit 1 on
 //! failure). Errors are one line on stderr: `mcs-registry: <message>`, or
 //! under `--log-format json` one JSON log line at level ERROR.
@@ -9,6 +10,10 @@ use std::process::ExitCode;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::from_command_line();
+    if let Some(shell) = args.completions {
+        print!("{}", Args::completion_script(shell));
+        return ExitCode::SUCCESS;
+    }
     if let Err(error) = mcs_registry::server::init_tracing(&args) {
         return fail(args.log_format, &format!("{error:#}"), 2);
     }

@@ -128,7 +128,7 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
         authz = settings.spiffe_trust_domain.is_some(),
         "mcs-registry listening"
     );
-    for note in &settings.ignored {
+    for note in &settings.warnings {
         tracing::warn!("{note}");
     }
     let stop = registry.state.shutdown.clone();

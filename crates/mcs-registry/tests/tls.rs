@@ -138,9 +138,9 @@ fn value(text: &str, series: &str) -> f64 {
 /// Server files in `dir`: `cert.pem`, `key.pem`; answers the flags.
 fn server_files(dir: &Dir, leaf: &Leaf) -> Vec<String> {
     vec![
-        "--tls-cert-path".into(),
+        "--tls-cert-file".into(),
         dir.write("cert.pem", &leaf.cert_pem),
-        "--tls-key-path".into(),
+        "--tls-key-file".into(),
         dir.write("key.pem", &leaf.key_pem),
     ]
 }
@@ -300,7 +300,7 @@ async fn mtls_wants_a_valid_client_certificate_of_the_client_ca() {
     let clients = Ca::new("clients");
     let dir = Dir::new("mtls");
     let mut flags = server_files(&dir, &ca.server("server"));
-    flags.extend(["--tls-client-ca-cert-path".into(), dir.write("clients.pem", &clients.pem())]);
+    flags.extend(["--tls-client-ca-file".into(), dir.write("clients.pem", &clients.pem())]);
     let (registry, addr) = start(&strs(&flags)).await;
 
     let good = clients.client(&["spiffe://example.org/cluster/a"], None);
@@ -349,7 +349,7 @@ async fn a_rotated_client_ca_admits_its_clients_without_restart() {
     let (old, new) = (Ca::new("clients-1"), Ca::new("clients-2"));
     let dir = Dir::new("ca-rotate");
     let mut flags = server_files(&dir, &ca.server("server"));
-    flags.extend(["--tls-client-ca-cert-path".into(), dir.write("clients.pem", &old.pem())]);
+    flags.extend(["--tls-client-ca-file".into(), dir.write("clients.pem", &old.pem())]);
     let (_registry, addr) = start(&strs(&flags)).await;
     let of_old = client(&ca, Some(&old.client(&[], None)), H1);
     let of_new = client(&ca, Some(&new.client(&[], None)), H1);
@@ -448,11 +448,11 @@ async fn sigterm_drains_tls_connections() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inconsistent_tls_flags_exit_2_naming_them_and_missing_files_exit_1() {
     for (flags, want, code) in [
-        (vec!["--tls-cert-path", "c.pem"], "--tls-key-path", 2),
-        (vec!["--authz", "spiffe"], "--tls-client-ca-cert-path", 2),
+        (vec!["--tls-cert-file", "c.pem"], "--tls-key-file", 2),
+        (vec!["--authz", "spiffe"], "--tls-client-ca-file", 2),
         (
-            vec!["--tls-cert-path", "/nonexistent/c.pem", "--tls-key-path", "/nonexistent/k.pem"],
-            "--tls-cert-path",
+            vec!["--tls-cert-file", "/nonexistent/c.pem", "--tls-key-file", "/nonexistent/k.pem"],
+            "--tls-cert-file",
             1,
         ),
     ] {

@@ -14,6 +14,10 @@
 //!
 //! Items this binary cannot read are named on stderr and make the exit code
 //! 1: the dump is then incomplete, and a backup should not pass for whole.
+//!
+//! When done, one line on stderr says how many records and items were
+//! dumped, in how long, and at what rate ([`summary`]), whether or not
+//! stderr is a terminal (the progress counter is drawn only on one).
 
 use super::{DEFAULT_RETENTION, open_checked};
 use crate::cli::GlobalArgs;
@@ -23,6 +27,7 @@ use crate::scan::scan;
 use crate::{Exit, UsageError};
 use mcs_core::Record;
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// The `format` of a dump's header and the `end` of its trailer.
 pub(crate) const FORMAT: &str = "mcs-admin-dump";
@@ -85,12 +90,17 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     }
     let store = open_checked(global, DEFAULT_RETENTION).await?;
     let now = crate::now_ms();
+    let started = Instant::now();
     let scanned = scan(&store, &Progress::counter("dumping")).await?;
     let view = scanned.view(global.store.skew_allowance_ms, now);
     let mut records: Vec<&Record> = view.records().collect();
     records.sort_by(|a, b| a.key.cmp(&b.key));
     let header = Header::new(store.table(), store.origin(), now);
+    let dumped = records.len();
     output::print(&document(&header, records)?)?;
+    let items =
+        scanned.records.len() + scanned.unreadable.len() + usize::from(scanned.meta.is_some());
+    eprintln!("{}", summary(dumped, items, store.table(), started.elapsed()));
     if scanned.unreadable.is_empty() {
         return Ok(Exit::Ok);
     }
@@ -102,6 +112,20 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
         output::count(scanned.unreadable.len(), "item", "items")
     );
     Ok(Exit::Problem)
+}
+
+/// The line `dump` ends with on stderr: `records` dumped from `items` read
+/// of `table` in `elapsed`, and the rate in items a second (whole, and
+/// over the whole run, never a momentary estimate).
+pub(crate) fn summary(records: usize, items: usize, table: &str, elapsed: Duration) -> String {
+    // A run shorter than a millisecond is counted as one, for a finite rate.
+    let secs = elapsed.as_secs_f64().max(0.001);
+    let rate = (items as f64 / secs).round();
+    format!(
+        "mcs-admin: dumped {} ({} read) from {table} in {secs:.1} s: {rate:.0} items/s",
+        output::count(records, "record", "records"),
+        output::count(items, "item", "items"),
+    )
 }
 
 /// A whole dump: the header, one record per line, the trailer.
@@ -123,4 +147,26 @@ pub(crate) fn lines<'a>(records: impl IntoIterator<Item = &'a Record>) -> anyhow
         text.push('\n');
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_counts_and_gives_a_whole_rate() {
+        assert_eq!(
+            summary(6, 7, "t", Duration::from_millis(2_000)),
+            "mcs-admin: dumped 6 records (7 items read) from t in 2.0 s: 4 items/s"
+        );
+        assert_eq!(
+            summary(1, 1, "t", Duration::ZERO),
+            "mcs-admin: dumped 1 record (1 item read) from t in 0.0 s: 1000 items/s",
+            "an instant run has a finite rate"
+        );
+        assert_eq!(
+            summary(0, 0, "t", Duration::from_secs(3)),
+            "mcs-admin: dumped 0 records (0 items read) from t in 3.0 s: 0 items/s"
+        );
+    }
 }

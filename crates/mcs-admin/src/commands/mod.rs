@@ -61,6 +61,13 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Doctor(args) => doctor::run(global, args).await,
         Command::Gc(args) => gc::run(global, args).await,
         Command::Diff(args) => diff::run(global, args).await,
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let script =
+                crate::shared_cli::completion_script(args.shell, &mut command, "mcs-admin");
+            crate::output::print(&script)?;
+            Ok(Exit::Ok)
+        }
     }
 }
 

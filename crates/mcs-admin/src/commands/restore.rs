@@ -19,6 +19,11 @@
 //! older ever replaces anything newer: the version check is kept whole. The
 //! `owned` count is reported all the same, and stays 0.
 //!
+//! With `--dry-run` the records are read and judged the same way, and
+//! nothing is written: `to_write` counts those a restore would write
+//! (`applied` stays 0). A write racing the restore may still find one
+//! `stale`.
+//!
 //! Restored items keep their `changed_at_ms`: registries pick them up at
 //! their next full read (`--full-resync-interval-secs`), not by delta polls.
 //!
@@ -73,6 +78,11 @@ const CONCURRENCY: usize = 8;
 struct Restored {
     table: String,
     records: usize,
+    /// `--dry-run`: nothing was written.
+    dry_run: bool,
+    /// Records judged newer than the table's, to be written (with
+    /// `--dry-run`, those a restore would write).
+    to_write: usize,
     applied: usize,
     unchanged: usize,
     stale: usize,
@@ -213,6 +223,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
     let mut restored = Restored {
         table: store.table().to_owned(),
         records: records.len(),
+        dry_run: args.dry_run,
         retention_secs: args.retention.retention_secs,
         now_ms: now,
         dump: header,
@@ -236,16 +247,23 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
             None => to_write.push(record.clone()),
         }
     }
-    let progress = Progress::bar("restoring", to_write.len() as u64);
-    let result = put_all(&store, to_write, &mut restored, &progress).await;
-    progress.finish();
-    if let Err(e) = result {
-        eprintln!(
-            "mcs-admin: restore stopped after {} applied, {} unchanged, {} stale, {} owned, {} \
-             too old",
-            restored.applied, restored.unchanged, restored.stale, restored.owned, restored.too_old
-        );
-        return Err(e);
+    restored.to_write = to_write.len();
+    if !args.dry_run {
+        let progress = Progress::bar("restoring", to_write.len() as u64);
+        let result = put_all(&store, to_write, &mut restored, &progress).await;
+        progress.finish();
+        if let Err(e) = result {
+            eprintln!(
+                "mcs-admin: restore stopped after {} applied, {} unchanged, {} stale, {} owned, \
+                 {} too old",
+                restored.applied,
+                restored.unchanged,
+                restored.stale,
+                restored.owned,
+                restored.too_old
+            );
+            return Err(e);
+        }
     }
     restored.refused.sort_by(|a, b| a.key.cmp(&b.key));
     output::print(&render(&restored, global.output)?)?;
@@ -371,16 +389,20 @@ fn render(restored: &Restored, format: output::Format) -> anyhow::Result<String>
         Some(h) => format!("dump of {} ({}) taken {}\n", h.table, h.region, h.dumped_at),
         None => "dump without a header: not checked for truncation\n".to_owned(),
     };
-    text += &format!(
-        "restored {} records into {}: {} applied, {} unchanged, {} stale, {} owned, {} too old\n",
-        restored.records,
-        restored.table,
-        restored.applied,
-        restored.unchanged,
-        restored.stale,
-        restored.owned,
-        restored.too_old
-    );
+    let (r, table) = (restored, &restored.table);
+    text += &if r.dry_run {
+        format!(
+            "dry run: would restore {} records into {table}: {} to write, {} unchanged, {} \
+             stale, {} owned, {} too old; wrote nothing\n",
+            r.records, r.to_write, r.unchanged, r.stale, r.owned, r.too_old
+        )
+    } else {
+        format!(
+            "restored {} records into {table}: {} applied, {} unchanged, {} stale, {} owned, {} \
+             too old\n",
+            r.records, r.applied, r.unchanged, r.stale, r.owned, r.too_old
+        )
+    };
     if restored.too_old > 0 {
         text.push_str(&format!(
             "skipped {} older than the retention ({}s): a newer tombstone may have been \

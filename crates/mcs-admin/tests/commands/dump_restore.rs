@@ -20,7 +20,9 @@ async fn dump_then_restore_round_trips() {
     ];
     source.put(&records).await;
 
-    let dump = source.admin(&["dump"]).expect(0).stdout;
+    let dumped = source.admin(&["dump"]).expect(0);
+    assert_dump_summary(&dumped.stderr, 6, 7, &source.table);
+    let dump = dumped.stdout;
     assert!(dump.starts_with("{\"format\":\"mcs-admin-dump\",\"version\":1,"), "{dump}");
     let header: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
     assert_eq!(
@@ -64,6 +66,79 @@ async fn dump_then_restore_round_trips() {
     std::fs::remove_file(&file).unwrap();
     assert_eq!(again["applied"], 0);
     assert_eq!(again["unchanged"], 6);
+}
+
+/// `dump` ends with one line on stderr: the records dumped, the items read
+/// (6 records and the schema item), the time and a whole rate. Before: it
+/// printed nothing when stderr was not a terminal, and on one a rate with
+/// four decimals.
+fn assert_dump_summary(stderr: &str, records: usize, items: usize, table: &str) {
+    let prefix =
+        format!("mcs-admin: dumped {records} records ({items} items read) from {table} in ");
+    let rest = stderr.strip_prefix(&prefix).unwrap_or_else(|| panic!("{stderr:?}"));
+    let (secs, rate) = rest.trim_end().split_once(" s: ").unwrap_or_else(|| panic!("{stderr:?}"));
+    let secs: f64 = secs.parse().unwrap_or_else(|_| panic!("{stderr:?}"));
+    let rate: u64 = rate
+        .strip_suffix(" items/s")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("a whole number of items a second: {stderr:?}"));
+    assert!(secs < 60.0, "{stderr:?}");
+    assert!(rate > 0, "{stderr:?}");
+    // The rate is the items over the whole run (at least a millisecond).
+    let most = items as f64 / (secs - 0.05).max(0.001);
+    assert!((rate as f64) <= most.ceil(), "{stderr:?}");
+}
+
+/// `restore --dry-run` judges every record against the table as a restore
+/// does, counts them, and writes nothing.
+#[tokio::test]
+async fn a_dry_run_restore_counts_and_writes_nothing() {
+    let Some(target) = Fixture::new("restore-dry-run").await else { return };
+    let now = now_ms();
+    let old = pool_record("alpha", 100, now + 10 * MINUTE, now);
+    let newer = pool_record("alpha", 200, now + 10 * MINUTE, now);
+    target.put(std::slice::from_ref(&newer)).await;
+    let before = target.admin(&["dump"]).expect(0).stdout;
+    let dump = dump_of(&[&old, &live_pool("beta"), &live_pool("gamma")]);
+
+    let run = target.admin_with_stdin(&["restore", "-", "--dry-run"], &dump).expect(0);
+    assert!(
+        run.stdout.contains(&format!(
+            "dry run: would restore 3 records into {}: 2 to write, 0 unchanged, 1 stale, 0 \
+             owned, 0 too old; wrote nothing\n",
+            target.table
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("stale    table holds 200@reg-test"), "{}", run.stdout);
+    let json = target
+        .admin_with_stdin(&["restore", "-", "--dry-run", "-o", "json"], &dump)
+        .expect(0)
+        .json();
+    assert_eq!(
+        (&json["dry_run"], &json["to_write"], &json["applied"], &json["stale"]),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!(1)
+        ),
+        "{json}"
+    );
+    assert_eq!(
+        dump_records(&target.admin(&["dump"]).expect(0).stdout),
+        dump_records(&before),
+        "the table is unchanged"
+    );
+    target.admin(&["get", "pool", "c1/llm/beta"]).expect(1);
+
+    // The same restore, for real, writes what the dry run counted.
+    let json = target.admin_with_stdin(&["restore", "-", "-o", "json"], &dump).expect(0).json();
+    assert_eq!(
+        (&json["to_write"], &json["applied"]),
+        (&serde_json::json!(2), &serde_json::json!(2))
+    );
 }
 
 #[tokio::test]

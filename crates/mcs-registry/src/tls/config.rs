@@ -5,9 +5,9 @@ use clap::{Args as ClapArgs, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) const CERT_FLAG: &str = "--tls-cert-path";
-pub(crate) const KEY_FLAG: &str = "--tls-key-path";
-pub(crate) const CLIENT_CA_FLAG: &str = "--tls-client-ca-cert-path";
+pub(crate) const CERT_FLAG: &str = "--tls-cert-file";
+pub(crate) const KEY_FLAG: &str = "--tls-key-file";
+pub(crate) const CLIENT_CA_FLAG: &str = "--tls-client-ca-file";
 
 /// Longest `--tls-handshake-timeout-secs`.
 pub const MAX_HANDSHAKE_TIMEOUT_SECS: u64 = 300;
@@ -26,17 +26,17 @@ pub enum AuthzMode {
 #[command(next_help_heading = "TLS and authorization")]
 pub struct TlsArgs {
     /// PEM certificate chain of the API port (leaf first); enables TLS.
-    #[arg(long, env = "MCS_TLS_CERT_PATH")]
-    pub tls_cert_path: Option<PathBuf>,
+    #[arg(long, env = "MCS_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
 
-    /// PEM private key of --tls-cert-path (PKCS#8, RSA or EC).
-    #[arg(long, env = "MCS_TLS_KEY_PATH")]
-    pub tls_key_path: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file (PKCS#8, RSA or EC).
+    #[arg(long, env = "MCS_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
 
     /// PEM CA certificates client certificates must chain to; when set,
     /// every API client must present one.
-    #[arg(long, env = "MCS_TLS_CLIENT_CA_CERT_PATH")]
-    pub tls_client_ca_cert_path: Option<PathBuf>,
+    #[arg(long, env = "MCS_TLS_CLIENT_CA_FILE")]
+    pub tls_client_ca_file: Option<PathBuf>,
 
     /// Serve the admin port over TLS too, with the same certificate and no
     /// client certificates.
@@ -50,7 +50,7 @@ pub struct TlsArgs {
     pub tls_handshake_timeout_secs: u64,
 
     /// Who may write what: `none` (anyone) or `spiffe` (the URI SAN of the
-    /// client certificate; needs --tls-client-ca-cert-path).
+    /// client certificate; needs --tls-client-ca-file).
     #[arg(long, env = "MCS_AUTHZ", value_enum, default_value = "none")]
     pub authz: AuthzMode,
 
@@ -84,18 +84,18 @@ impl TlsArgs {
                 "--tls-handshake-timeout-secs must be 1 to {MAX_HANDSHAKE_TIMEOUT_SECS}"
             ));
         }
-        let tls = match (&self.tls_cert_path, &self.tls_key_path) {
+        let tls = match (&self.tls_cert_file, &self.tls_key_file) {
             (Some(cert), Some(key)) => Some(TlsSettings {
                 cert_path: cert.clone(),
                 key_path: key.clone(),
-                client_ca_path: self.tls_client_ca_cert_path.clone(),
+                client_ca_path: self.tls_client_ca_file.clone(),
                 admin_tls: self.admin_tls,
                 handshake_timeout: Duration::from_secs(self.tls_handshake_timeout_secs),
             }),
             (Some(_), None) => return Err(format!("{CERT_FLAG} needs {KEY_FLAG}")),
             (None, Some(_)) => return Err(format!("{KEY_FLAG} needs {CERT_FLAG}")),
             (None, None) => {
-                if self.tls_client_ca_cert_path.is_some() {
+                if self.tls_client_ca_file.is_some() {
                     return Err(format!("{CLIENT_CA_FLAG} needs {CERT_FLAG} and {KEY_FLAG}"));
                 }
                 if self.admin_tls {
@@ -109,7 +109,7 @@ impl TlsArgs {
             (AuthzMode::None, Some(_)) => {
                 return Err("--spiffe-trust-domain needs --authz spiffe".into());
             }
-            (AuthzMode::Spiffe, _) if self.tls_client_ca_cert_path.is_none() => {
+            (AuthzMode::Spiffe, _) if self.tls_client_ca_file.is_none() => {
                 return Err(format!("--authz spiffe needs {CLIENT_CA_FLAG}"));
             }
             (AuthzMode::Spiffe, None) => {

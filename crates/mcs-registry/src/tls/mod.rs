@@ -1,7 +1,7 @@
 //! TLS on the API port (and the admin port with `--admin-tls`), with
 //! rustls and its aws-lc-rs provider (the one the AWS SDK already builds):
 //! TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`, client certificates required
-//! and verified against `--tls-client-ca-cert-path` when it is set.
+//! and verified against `--tls-client-ca-file` when it is set.
 //!
 //! The files are read again every [`RELOAD_POLL`] and, when their contents
 //! changed, loaded into a new rustls configuration that new handshakes use;

@@ -45,18 +45,18 @@ impl Drop for Files {
 fn a_missing_or_broken_file_is_an_error_naming_its_flag() {
     let files = Files::new("errors");
     let missing = Reloader::new(files.settings.clone()).unwrap_err().to_string();
-    assert!(missing.starts_with("reading --tls-cert-path"), "{missing}");
+    assert!(missing.starts_with("reading --tls-cert-file"), "{missing}");
     files.rotate();
     std::fs::write(&files.settings.key_path, "not a key").unwrap();
     let broken = Reloader::new(files.settings.clone()).unwrap_err().to_string();
-    assert!(broken.starts_with("--tls-key-path"), "{broken}");
+    assert!(broken.starts_with("--tls-key-file"), "{broken}");
     // A key of another certificate.
     files.rotate();
     let key = std::fs::read(&files.settings.key_path).unwrap();
     files.rotate();
     std::fs::write(&files.settings.key_path, key).unwrap();
     let mismatched = Reloader::new(files.settings.clone()).unwrap_err().to_string();
-    assert!(mismatched.contains("does not go with --tls-cert-path"), "{mismatched}");
+    assert!(mismatched.contains("does not go with --tls-cert-file"), "{mismatched}");
 }
 
 #[test]

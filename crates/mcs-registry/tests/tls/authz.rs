@@ -56,7 +56,7 @@ async fn start_spiffe(dir: &Dir, ca: &Ca, clients: &Ca) -> (RegistryProcess, Str
     let mut flags = server_files(dir, &ca.server("server"));
     flags.extend(
         [
-            "--tls-client-ca-cert-path",
+            "--tls-client-ca-file",
             &dir.write("clients.pem", &clients.pem()),
             "--authz",
             "spiffe",

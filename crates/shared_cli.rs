@@ -1,0 +1,78 @@
+//! What the command lines of the three binaries share: their shell
+//! completion scripts, and the old names of renamed flags. One file
+//! included by the three crates (`#[path]`), as `crates/build_commit.rs` is
+//! their one build script: they share no crate that knows clap.
+#![allow(dead_code)] // mcs-admin renamed nothing
+
+use std::ffi::OsString;
+
+/// The completion script for `shell` of `command`, run as `name`.
+pub fn completion_script(
+    shell: clap_complete::Shell,
+    command: &mut clap::Command,
+    name: &str,
+) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, command, name, &mut script);
+    let script = String::from_utf8_lossy(&script).into_owned();
+    if shell != clap_complete::Shell::Bash {
+        return script;
+    }
+    // clap_complete 4.6 (clap-rs/clap#6421): for a name with a hyphen, the
+    // bash script's `case` arms spell a subcommand's state
+    // `mcs__subcmd__admin__subcmd__ls` where its loop builds
+    // `mcs__admin__subcmd__ls`, so no subcommand's flags ever complete. The
+    // arms are spelt as the loop spells them (a no-op once fixed upstream).
+    let arm = format!("{}__subcmd__", name.replace('-', "__subcmd__"));
+    let state = format!("{}__subcmd__", name.replace('-', "__"));
+    script.replace(&arm, &state)
+}
+
+/// A flag renamed to fit the one vocabulary of the three binaries
+/// (docs/configuration.md, Flag names). Its old name and old `MCS_*`
+/// variable keep working, hidden from `--help`, for one release.
+#[derive(Debug, Clone, Copy)]
+pub struct Renamed {
+    /// The clap id of the argument (its field's name).
+    pub id: &'static str,
+    /// The old long flag, without `--`.
+    pub old_flag: &'static str,
+    /// The old environment variable.
+    pub old_env: &'static str,
+}
+
+/// `command` with each of `renamed` also answering to its old flag (a
+/// hidden alias) and, when its own variable is unset in this process's
+/// environment, reading its old one; and one note for each old name `argv`
+/// or the environment uses, to log.
+pub fn with_old_names(
+    mut command: clap::Command,
+    renamed: &[Renamed],
+    argv: &[OsString],
+) -> (clap::Command, Vec<String>) {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut notes = Vec::new();
+    for r in renamed {
+        let Some(arg) = command.get_arguments().find(|a| a.get_id() == r.id) else {
+            panic!("no argument {} to rename", r.id)
+        };
+        let new_flag = arg.get_long().unwrap_or_default().to_owned();
+        let new_env = arg.get_env().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+        let old = format!("--{}", r.old_flag);
+        let typed = argv.iter().filter_map(|a| a.to_str()).any(|a| {
+            a == old || a.strip_prefix(old.as_str()).is_some_and(|rest| rest.starts_with('='))
+        });
+        if typed {
+            notes.push(format!("{old} is deprecated: use --{new_flag}"));
+        }
+        let old_env = env(&new_env).is_none() && env(r.old_env).is_some();
+        if old_env {
+            notes.push(format!("{} is deprecated: use {new_env}", r.old_env));
+        }
+        command = command.mut_arg(r.id, |arg| {
+            let arg = arg.alias(r.old_flag);
+            if old_env { arg.env(r.old_env) } else { arg }
+        });
+    }
+    (command, notes)
+}
