@@ -265,6 +265,44 @@ pub fn expires_at_ms_on(record: &Record, cluster: Option<&Record>) -> Option<u64
 mod tests {
     use super::*;
     use crate::fixtures::{mk_pool, mk_tombstone};
+    use crate::record::LeaseTerms;
+
+    /// Issue 24: `renews_in_place` was pinned only by the store suite.
+    /// Each condition alone turns an in-place renewal into a change.
+    #[test]
+    fn a_renewal_in_place_needs_the_same_version_content_and_terms_and_a_later_lease() {
+        let terms = Some(LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
+        let with = |lease: Option<u64>, terms: Option<LeaseTerms>| {
+            let mut r = mk_pool("p", 5, "r1", Some("x"), lease);
+            r.terms = terms;
+            r
+        };
+        let stored = with(Some(40_000), terms);
+        let renewal = with(Some(50_000), terms);
+        assert!(renews_in_place(&stored, &renewal));
+        let other = |r: &Record, what: &str| {
+            assert!(!renews_in_place(&stored, r), "{what}");
+        };
+        other(&with(Some(40_000), terms), "the same lease end");
+        other(&with(Some(30_000), terms), "an earlier lease end");
+        other(&with(None, terms), "no lease");
+        other(&with(Some(0), terms), "a zero lease");
+        other(&with(Some(50_000), None), "no terms");
+        let longer = Some(LeaseTerms { duration_ms: 60_000, heartbeat_ms: 10_000 });
+        other(&with(Some(50_000), longer), "other terms");
+        let mut newer = renewal.clone();
+        newer.version = Version::new(6, "r1");
+        other(&newer, "another version");
+        let mut moved = renewal.clone();
+        moved.owner = Some("y".into());
+        other(&moved, "another owner");
+        let mut tomb = mk_tombstone("p", 5, "r1");
+        tomb.terms = terms;
+        tomb.lease_until_ms = Some(40_000);
+        assert!(!renews_in_place(&tomb, &renewal), "a tombstone is never renewed");
+        let unrecorded = with(Some(40_000), None);
+        assert!(!renews_in_place(&unrecorded, &with(Some(50_000), None)), "terms not recorded");
+    }
 
     #[test]
     fn write_rule_table() {

@@ -81,3 +81,16 @@ fn a_tombstone_is_a_withdrawal() {
     assert!(mk_tombstone("p", 1, "w").is_tombstone());
     assert!(!mk_pool("p", 1, "w", None, None).is_tombstone());
 }
+
+#[test]
+fn a_record_was_last_written_at_its_content_change_or_its_last_renewal() {
+    let mut pool = mk_pool("p", 1, "w", Some("x"), Some(40_000));
+    pool.changed_at_ms = 1_000;
+    assert_eq!(pool.last_written_ms(), 1_000, "no terms: the content's write");
+    pool.terms = Some(LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 });
+    assert_eq!(pool.last_written_ms(), 10_000, "renewed at the lease end less its duration");
+    pool.changed_at_ms = 12_000;
+    assert_eq!(pool.last_written_ms(), 12_000, "a content change after the renewal");
+    pool.lease_until_ms = None;
+    assert_eq!(pool.last_written_ms(), 12_000, "no lease: the content's write");
+}
