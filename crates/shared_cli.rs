@@ -1,5 +1,6 @@
 //! What the command lines of the three binaries share: their shell
-//! completion scripts, and the old names of renamed flags. One file
+//! completion scripts, the old names of renamed flags, and how they log
+//! (`--log-format`). One file
 //! included by the three crates (`#[path]`), as `crates/build_commit.rs` is
 //! their one build script: they share no crate that knows clap.
 #![allow(dead_code)] // mcs-admin renamed nothing
@@ -75,4 +76,38 @@ pub fn with_old_names(
         });
     }
     (command, notes)
+}
+
+/// How a binary writes its log lines to stderr (`--log-format`,
+/// `MCS_LOG_FORMAT`), the same in the three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the process's log subscriber: lines to stderr, as `filter`
+/// lets through, in `format`; colours only when stderr is a terminal,
+/// never into a file. `bare` text lines are the message alone (no time,
+/// level or target: mcs-admin's notices, which read as its output).
+pub fn install_logs(
+    filter: tracing_subscriber::EnvFilter,
+    format: LogFormat,
+    bare: bool,
+) -> Result<(), String> {
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match (format, bare) {
+        (LogFormat::Text, false) => builder.try_init(),
+        (LogFormat::Text, true) => {
+            builder.without_time().with_level(false).with_target(false).try_init()
+        }
+        (LogFormat::Json, _) => builder.json().try_init(),
+    }
+    .map_err(|e| format!("installing the log subscriber: {e}"))
 }

@@ -61,6 +61,11 @@ pub struct GlobalArgs {
         global = true
     )]
     pub output: Format,
+
+    /// Notices and errors on stderr: text lines, or one JSON object per
+    /// line (as the registry's and the controller's logs).
+    #[arg(long, env = "MCS_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    pub log_format: crate::LogFormat,
 }
 
 /// The operations.

@@ -90,7 +90,7 @@ impl Location {
                         Some(left) => format!("{}s left of", left.as_secs()),
                         None => "for ever: 0".to_owned(),
                     };
-                    eprintln!(
+                    tracing::warn!(
                         "mcs-admin: {e}; retrying in {:.1}s ({left} --storage-connect-timeout-secs)",
                         delay.as_secs_f64(),
                     );

@@ -7,12 +7,17 @@ use std::process::ExitCode;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    match mcs_admin::run(Cli::parse()).await {
+    let cli = Cli::parse();
+    if let Err(error) = mcs_admin::install_logs(cli.global.log_format) {
+        eprintln!("mcs-admin: {error}");
+        return ExitCode::FAILURE;
+    }
+    match mcs_admin::run(cli).await {
         Ok(Exit::Ok) => ExitCode::SUCCESS,
         Ok(Exit::Problem) => ExitCode::FAILURE,
         Err(Failure::Usage(error)) => error.exit(),
         Err(Failure::Failed(error)) => {
-            eprintln!("mcs-admin: {error:#}");
+            tracing::error!("mcs-admin: {error:#}");
             ExitCode::FAILURE
         }
     }

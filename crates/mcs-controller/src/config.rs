@@ -4,7 +4,7 @@
 
 use crate::Settings;
 use crate::shared_cli::{Renamed, with_old_names};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub struct Cli {
     #[command(flatten)]
     pub run: RunArgs,
 
-    /// Which old names of renamed flags ([`RENAMED`]) were used, each as a
+    /// Which old names of renamed flags (`RENAMED`) were used, each as a
     /// note to log.
     #[arg(skip)]
     pub renamed: Vec<String>,
@@ -59,13 +59,13 @@ const RENAMED: &[Renamed] = &[
 
 impl Cli {
     /// The command line of this process, with the old names of
-    /// [`RENAMED`] flags; exits as clap does on a usage error.
+    /// `RENAMED` flags; exits as clap does on a usage error.
     pub fn from_command_line() -> Self {
         Self::try_parse_with_old_names(std::env::args_os().collect()).unwrap_or_else(|e| e.exit())
     }
 
     /// `argv` (and the environment) parsed with the old names of
-    /// [`RENAMED`] flags too.
+    /// `RENAMED` flags too.
     pub fn try_parse_with_old_names(argv: Vec<OsString>) -> Result<Self, clap::Error> {
         use clap::{CommandFactory, FromArgMatches};
         let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
@@ -130,13 +130,15 @@ impl RbacArgs {
     }
 }
 
-/// How logs are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+pub use crate::shared_cli::LogFormat;
+
+/// Installs the controller's log subscriber (the three binaries' one way:
+/// `shared_cli::install_logs`).
+pub fn install_logs(
+    filter: tracing_subscriber::EnvFilter,
+    format: LogFormat,
+) -> Result<(), String> {
+    crate::shared_cli::install_logs(filter, format, false)
 }
 
 /// The flags of a running controller.

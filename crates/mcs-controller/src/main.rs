@@ -44,17 +44,7 @@ async fn main() -> ExitCode {
 fn init_tracing(filter: &str, format: LogFormat) -> Result<(), String> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .map_err(|e| format!("--log / MCS_LOG {filter:?} is not a valid filter: {e}"))?;
-    // Colours only for a person at a terminal, never into a log file.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    }
-    .map_err(|e| format!("installing the log subscriber: {e}"))
+    mcs_controller::config::install_logs(filter, format)
 }
 
 /// Reports why the controller exits, in the log format asked for.

@@ -77,14 +77,7 @@ pub const DEFAULT_DISCOVERY_ERROR_WINDOW_SECS: u64 = 60;
 /// error count as recovered.
 pub const DEFAULT_DISCOVERY_RECOVERY_SECS: u64 = 120;
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use crate::shared_cli::LogFormat;
 
 /// `--version`: the package's version and the commit it was built from
 /// (`MCS_GIT_COMMIT`, set by `crates/build_commit.rs`).
@@ -317,7 +310,7 @@ pub struct Args {
     #[arg(skip)]
     pub from_environment: Vec<String>,
 
-    /// Which old names of renamed flags ([`RENAMED`]) were used, each as
+    /// Which old names of renamed flags (`RENAMED`) were used, each as
     /// a note to log ([`Args::from_command_line`]).
     #[arg(skip)]
     pub renamed: Vec<String>,
@@ -355,14 +348,14 @@ const DYNAMODB_ONLY: [DynamodbOnly; 4] = [
 
 impl Args {
     /// The process's flags and environment, as [`Parser::parse`] reads
-    /// them (exiting 2 on an error), the old names of [`RENAMED`] flags
+    /// them (exiting 2 on an error), the old names of `RENAMED` flags
     /// included, noting which storage settings came from the environment.
     pub fn from_command_line() -> Self {
         Self::try_parse_with_old_names(std::env::args_os().collect()).unwrap_or_else(|e| e.exit())
     }
 
     /// `argv` (and the environment) parsed as [`Args::from_command_line`]
-    /// does, the old names of [`RENAMED`] flags included.
+    /// does, the old names of `RENAMED` flags included.
     pub fn try_parse_with_old_names(argv: Vec<std::ffi::OsString>) -> Result<Self, clap::Error> {
         use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
         let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
@@ -456,7 +449,7 @@ pub struct Settings {
     pub storage_connect_timeout: Option<Duration>,
     /// Logged as warnings at startup: settings from the environment that
     /// do not apply here, each with why, and the old names of renamed
-    /// flags used ([`RENAMED`]).
+    /// flags used (`RENAMED`).
     pub warnings: Vec<String>,
     /// TLS files (issue 9); `None`: plaintext.
     pub tls: Option<crate::tls::TlsSettings>,

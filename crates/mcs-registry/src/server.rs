@@ -11,7 +11,7 @@
 //! full read), so Kubernetes waits instead of restarting in a crash loop.
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Args, LogFormat, Settings, StorageKind};
+use crate::config::{Args, Settings, StorageKind};
 use crate::connection;
 use crate::http::{AppState, admin_router, router};
 use crate::live::LiveView;
@@ -491,16 +491,7 @@ pub fn init_tracing(args: &Args) -> anyhow::Result<()> {
 }
 
 fn install_subscriber(args: &Args, filter: tracing_subscriber::EnvFilter) -> anyhow::Result<()> {
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    let result = match args.log_format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-    result.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+    crate::shared_cli::install_logs(filter, args.log_format, false).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

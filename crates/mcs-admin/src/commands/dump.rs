@@ -100,14 +100,14 @@ pub(super) async fn run(global: &GlobalArgs) -> anyhow::Result<Exit> {
     output::print(&document(&header, records)?)?;
     let items =
         scanned.records.len() + scanned.unreadable.len() + usize::from(scanned.meta.is_some());
-    eprintln!("{}", summary(dumped, items, store.table(), started.elapsed()));
+    tracing::info!("{}", summary(dumped, items, store.table(), started.elapsed()));
     if scanned.unreadable.is_empty() {
         return Ok(Exit::Ok);
     }
     for u in &scanned.unreadable {
-        eprintln!("mcs-admin: not dumped: item {} {}: {}", u.pk, u.sk, u.reason);
+        tracing::warn!("mcs-admin: not dumped: item {} {}: {}", u.pk, u.sk, u.reason);
     }
-    eprintln!(
+    tracing::warn!(
         "mcs-admin: dump incomplete: {} this binary cannot read",
         output::count(scanned.unreadable.len(), "item", "items")
     );

@@ -119,7 +119,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &GetArgs) -> anyhow::Result<E
     output::print(&render(&found, global.output, now)?)?;
     let unreadable: Vec<&StoredItem> = found.items.iter().filter(|i| i.error.is_some()).collect();
     for item in &unreadable {
-        eprintln!("mcs-admin: {}", item.error.as_deref().unwrap_or_default());
+        tracing::warn!("mcs-admin: {}", item.error.as_deref().unwrap_or_default());
     }
     Ok(if unreadable.is_empty() { Exit::Ok } else { Exit::Problem })
 }

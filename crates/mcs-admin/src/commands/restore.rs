@@ -253,7 +253,7 @@ pub(super) async fn run(global: &GlobalArgs, args: &RestoreArgs) -> anyhow::Resu
         let result = put_all(&store, to_write, &mut restored, &progress).await;
         progress.finish();
         if let Err(e) = result {
-            eprintln!(
+            tracing::error!(
                 "mcs-admin: restore stopped after {} applied, {} unchanged, {} stale, {} owned, \
                  {} too old",
                 restored.applied,

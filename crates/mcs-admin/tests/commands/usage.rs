@@ -59,6 +59,43 @@ fn help_lists_every_command() {
     }
 }
 
+/// Issue 23 item 5: `--log-format json` (or `MCS_LOG_FORMAT=json`) turns
+/// the notices and errors on stderr into one JSON object per line, as the
+/// registry's and the controller's logs; before, mcs-admin had no such
+/// flag (a usage error) and wrote text only.
+#[test]
+fn json_logs_are_one_object_per_line_with_level_and_message() {
+    let refused = RefusedPort::new();
+    let closed = refused.url();
+    let args = ["doctor", "--table", "t", "--region", "us-east-1", "--dynamodb-endpoint", &closed];
+    let mut json = args.to_vec();
+    json.extend(["--storage-connect-timeout-secs", "2", "--log-format", "json"]);
+    let by_flag = admin(&json, None);
+    let mut env = args.to_vec();
+    env.extend(["--storage-connect-timeout-secs", "2"]);
+    let by_env = crate::support::admin_in(
+        &env,
+        None,
+        &[("AWS_ACCESS_KEY_ID", "t"), ("AWS_SECRET_ACCESS_KEY", "t"), ("MCS_LOG_FORMAT", "json")],
+    );
+    for run in [by_flag, by_env] {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        let lines: Vec<serde_json::Value> = run
+            .stderr
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert!(lines.len() >= 2, "{}", run.stderr);
+        assert_eq!(lines[0]["level"], "WARN", "a retry: {}", lines[0]);
+        assert!(lines[0]["fields"]["message"].as_str().unwrap().contains("retrying in"));
+        let last = lines.last().unwrap();
+        assert_eq!(last["level"], "ERROR", "{last}");
+        let message = last["fields"]["message"].as_str().unwrap();
+        assert!(message.contains("--storage-connect-timeout-secs 2"), "{message}");
+        assert!(message.contains("Connection refused"), "the cause chain: {message}");
+    }
+}
+
 #[test]
 fn an_unreachable_table_fails_with_exit_1() {
     let refused = RefusedPort::new();
