@@ -25,6 +25,8 @@ pub mod registration;
 pub mod run;
 #[path = "../../shared_cli.rs"]
 mod shared_cli;
+#[path = "../../shared_metrics.rs"]
+mod shared_metrics;
 pub mod watch;
 
 pub use context::{Context, FIELD_MANAGER, MANAGED_BY, Settings};

@@ -3,8 +3,7 @@
 //! series.
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Reconciles, by controller (`export`, `auto_export`, `import`) and
 /// outcome (`ok`, `error`, `requeue`).
@@ -116,36 +115,12 @@ pub fn describe() {
     describe_gauge!(IMPORT_REMOVAL_HOLD, "1 while the importer holds removals back.");
 }
 
-/// The process series (`process_cpu_seconds_total`, a counter of whole
-/// seconds, `process_resident_memory_bytes`, ...), read at each scrape
-/// ([`collect_process`]).
-fn process() -> &'static metrics_process::Collector {
-    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
-    COLLECTOR.get_or_init(metrics_process::Collector::default)
-}
-
-/// Reads the process series; call before each render.
-pub fn collect_process() {
-    process().collect();
-}
+pub use crate::shared_metrics::collect_process;
 
 /// Installs the Prometheus recorder (once) and returns its handle.
 pub fn install() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-                .map(|b| b.build_recorder())
-                .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
-            let handle = recorder.handle();
-            let _ = metrics::set_global_recorder(recorder);
-            describe();
-            process().describe();
-            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "commit" => env!("MCS_GIT_COMMIT"))
-                .set(1.0);
-            metrics::gauge!(LEADER).set(0.0);
-            handle
-        })
-        .clone()
+    crate::shared_metrics::install(LATENCY_BUCKETS, BUILD_INFO, || {
+        describe();
+        metrics::gauge!(LEADER).set(0.0);
+    })
 }

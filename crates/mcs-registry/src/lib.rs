@@ -26,6 +26,8 @@ pub mod registrar;
 pub mod server;
 #[path = "../../shared_cli.rs"]
 mod shared_cli;
+#[path = "../../shared_metrics.rs"]
+mod shared_metrics;
 pub mod tls;
 
 pub use server::{Registry, run};

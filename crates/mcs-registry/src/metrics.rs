@@ -3,8 +3,7 @@
 //! series; a test scrapes a started registry and checks the two agree.
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Requests answered, by route template, method and status.
 pub const HTTP_REQUESTS: &str = "mcs_http_requests_total";
@@ -91,47 +90,17 @@ pub const CONNECTION_TIMEOUT_REASONS: [&str; 4] = ["preface", "idle", "keepalive
 const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-/// The process series (`process_cpu_seconds_total`, a counter of whole
-/// seconds, `process_resident_memory_bytes`, `process_open_fds`, ...),
-/// read at each scrape ([`collect_process`]).
-fn process() -> &'static metrics_process::Collector {
-    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
-    COLLECTOR.get_or_init(metrics_process::Collector::default)
-}
-
-/// Reads the process series; call before each render.
-pub fn collect_process() {
-    process().collect();
-}
+pub use crate::shared_metrics::collect_process;
 
 /// Installs the process-wide Prometheus recorder (once) and describes every
 /// metric. Later calls return the same handle.
 pub fn install() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
-                .map(|b| b.build_recorder())
-                .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
-            let handle = recorder.handle();
-            // Fails only if another recorder is installed (an embedding test
-            // harness); the handle then renders nothing, which is harmless.
-            let _ = metrics::set_global_recorder(recorder);
-            describe();
-            mcs_store::metrics::describe();
-            register_zero();
-            mcs_store::metrics::register_zero();
-            process().describe();
-            metrics::gauge!(
-                BUILD_INFO,
-                "version" => env!("CARGO_PKG_VERSION"),
-                "commit" => env!("MCS_GIT_COMMIT")
-            )
-            .set(1.0);
-            handle
-        })
-        .clone()
+    crate::shared_metrics::install(LATENCY_BUCKETS, BUILD_INFO, || {
+        describe();
+        mcs_store::metrics::describe();
+        register_zero();
+        mcs_store::metrics::register_zero();
+    })
 }
 
 fn describe() {
