@@ -423,14 +423,7 @@ fn run_registry(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
 
 #[test]
 fn the_flags_by_mode() {
-    let router = [
-        "--router-namespace",
-        "gr",
-        "--router-service",
-        "global-router",
-        "--router-port-name",
-        "http",
-    ];
+    let router = mcs_testkit::fixtures::ROUTER_FLAGS;
     let with = |mode: &str, extra: &[&'static str]| -> Vec<&'static str> {
         let mode: &'static str = if mode == "mcs" { "mcs" } else { "karmada" };
         let mut v = vec!["--pool-discovery", mode];

@@ -831,14 +831,7 @@ mod tests {
         }
     }
 
-    const DISCOVERY: [&str; 6] = [
-        "--router-namespace",
-        "gr",
-        "--router-service",
-        "global-router",
-        "--router-port-name",
-        "http",
-    ];
+    const DISCOVERY: [&str; 6] = mcs_testkit::fixtures::ROUTER_FLAGS;
 
     fn in_mode(mode: PoolDiscovery, extra: &[&str]) -> Result<Settings, String> {
         let mut argv = vec!["--pool-discovery", mode.as_str()];

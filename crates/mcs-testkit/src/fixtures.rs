@@ -46,6 +46,12 @@ pub fn with(mut body: Value, extra: Value) -> Value {
     body
 }
 
+/// The router flags a registry discovering pools from Kubernetes needs
+/// (`--pool-discovery mcs|karmada`): the Global Router's Service
+/// `gr/global-router`, port `http`.
+pub const ROUTER_FLAGS: [&str; 6] =
+    ["--router-namespace", "gr", "--router-service", "global-router", "--router-port-name", "http"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

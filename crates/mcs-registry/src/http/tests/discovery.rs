@@ -7,16 +7,9 @@ use mcs_api::{Pool, PoolId};
 use std::collections::BTreeMap;
 
 fn discovering() -> Harness {
-    unready_harness_with(&[
-        "--pool-discovery",
-        "mcs",
-        "--router-namespace",
-        "gr",
-        "--router-service",
-        "global-router",
-        "--router-port-name",
-        "http",
-    ])
+    unready_harness_with(
+        &[&["--pool-discovery", "mcs"][..], &mcs_testkit::fixtures::ROUTER_FLAGS].concat(),
+    )
 }
 
 fn discovered(dgd: &str) -> BTreeMap<PoolId, Pool> {
