@@ -109,6 +109,12 @@ impl Harness {
         self.call(Method::GET, uri, None, &[]).await
     }
 
+    /// A long-poll of the pools (30 s at most) past the list of `etag`.
+    async fn watch_pools(&self, etag: &str) -> Reply {
+        let uri = "/v1/pools?watch=true&timeout_secs=30";
+        self.call(Method::GET, uri, None, &[("if-none-match", etag)]).await
+    }
+
     async fn send(&self, method: Method, uri: &str, body: Value) -> Reply {
         self.call(method, uri, Some(body.to_string()), &[]).await
     }

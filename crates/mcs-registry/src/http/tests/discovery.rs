@@ -67,14 +67,7 @@ async fn discovered_pools_are_served_tagged_and_watched_like_registered_ones() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         view.replace_discovered(discovered("a"), BTreeMap::new())
     });
-    let woken = h
-        .call(
-            Method::GET,
-            "/v1/pools?watch=true&timeout_secs=30",
-            None,
-            &[("if-none-match", &etag)],
-        )
-        .await;
+    let woken = h.watch_pools(&etag).await;
     assert!(waker.await.unwrap());
     assert_eq!(woken.status, StatusCode::OK);
     assert_eq!(woken.body["pools"].as_array().unwrap().len(), 1);

@@ -27,14 +27,7 @@ async fn etags_and_long_polls() {
         let request = Request::post("/v1/pools").body(Body::from(pool("w").to_string())).unwrap();
         router(state).oneshot(request).await.unwrap().status()
     });
-    let woken = h
-        .call(
-            Method::GET,
-            "/v1/pools?watch=true&timeout_secs=30",
-            None,
-            &[("if-none-match", &etag)],
-        )
-        .await;
+    let woken = h.watch_pools(&etag).await;
     assert_eq!(writer.await.unwrap(), StatusCode::OK);
     assert_eq!(woken.status, StatusCode::OK);
     assert_eq!(woken.body["pools"].as_array().unwrap().len(), 1);
@@ -48,14 +41,7 @@ async fn etags_and_long_polls() {
         stop.send_replace(true);
     });
     let started = std::time::Instant::now();
-    let ended = h
-        .call(
-            Method::GET,
-            "/v1/pools?watch=true&timeout_secs=30",
-            None,
-            &[("if-none-match", &etag)],
-        )
-        .await;
+    let ended = h.watch_pools(&etag).await;
     assert_eq!(ended.status, StatusCode::NOT_MODIFIED);
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
