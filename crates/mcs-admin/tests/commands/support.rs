@@ -9,8 +9,8 @@
 
 use aws_config::SdkConfig;
 use aws_sdk_dynamodb::Client;
-use mcs_api::{ExportKey, HostPort, RouterId, RouterReplica};
-use mcs_core::fixtures::{label, mk_export_spec, pool, pool_key, port};
+use mcs_api::{HostPort, RouterId, RouterReplica};
+use mcs_core::fixtures::{label, mk_export, mk_export_spec, pool, pool_key, port};
 use mcs_core::{Body, Key, Record, Version};
 use mcs_store::dynamo::migrate;
 use mcs_store::{DynamoConfig, DynamoStore, PutOutcome, Store};
@@ -281,19 +281,11 @@ pub fn export_record(
     port_number: u16,
     exported_at_secs: i64,
 ) -> Record {
-    Record {
-        terms: None,
-        key: Key::Export(ExportKey {
-            cluster_id: label(cluster),
-            namespace: label("llm"),
-            name: label(service),
-        }),
-        version: Version::new(1, format!("inc-{cluster}")),
-        owner: None,
-        lease_until_ms: None,
-        changed_at_ms: now_ms(),
-        body: Body::Export(mk_export_spec(exported_at_secs, vec![port("http", port_number)])),
-    }
+    let spec = mk_export_spec(exported_at_secs, vec![port("http", port_number)]);
+    let mut record = mk_export(cluster, service, 1, spec);
+    record.version = Version::new(1, format!("inc-{cluster}"));
+    record.changed_at_ms = now_ms();
+    record
 }
 
 /// A router replica leased for ten minutes.
