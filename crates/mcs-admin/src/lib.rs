@@ -76,7 +76,6 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// Runs the command `cli` names.
 pub use shared_cli::LogFormat;
 
 /// Installs mcs-admin's log subscriber: its own notices and errors, on
@@ -85,6 +84,7 @@ pub fn install_logs(format: LogFormat) -> Result<(), String> {
     shared_cli::install_logs(tracing_subscriber::EnvFilter::new("mcs_admin=info"), format, true)
 }
 
+/// Runs the command `cli` names.
 pub async fn run(cli: Cli) -> Result<Exit, Failure> {
     let name = cli.command.name();
     commands::dispatch(cli).await.map_err(|error| match error.downcast::<UsageError>() {

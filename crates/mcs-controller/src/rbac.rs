@@ -191,12 +191,12 @@ pub fn policy(name: &str, namespace: &str, service_account: &str) -> ValidatingA
         })
         .collect();
     // The label that marks the request's kind of object as ours.
-    let label = OWN_OBJECTS_ONLY.iter().rev().skip(1).fold(
-        format!("'{}'", OWN_OBJECTS_ONLY[OWN_OBJECTS_ONLY.len() - 1].2),
-        |otherwise, (_, resource, label)| {
+    // A chain of `resource == R ? label : …`, the last label the fallback.
+    let (last, others) = OWN_OBJECTS_ONLY.split_last().expect("at least one kind");
+    let label =
+        others.iter().rev().fold(format!("'{}'", last.2), |otherwise, (_, resource, label)| {
             format!("request.resource.resource == '{resource}' ? '{label}' : {otherwise}")
-        },
-    );
+        });
     let ours = |object: &str| {
         format!(
             "has({object}.metadata.labels) && variables.label in {object}.metadata.labels \
