@@ -139,6 +139,8 @@ pub struct World {
     endpoint: String,
     /// Extra flags of every controller.
     pub controller_flags: Vec<String>,
+    /// Extra flags of the registry, from its next start on.
+    pub registry_flags: Vec<String>,
 }
 
 impl World {
@@ -174,6 +176,7 @@ impl World {
             table,
             endpoint,
             controller_flags: controller_flags.iter().map(|s| (*s).to_owned()).collect(),
+            registry_flags: Vec::new(),
         };
         world.start_registry().await;
         for (name, env) in names.iter().zip(envs) {
@@ -235,6 +238,7 @@ impl World {
         let registry = mcs_testkit::process::Launch::new(&self.bins.registry)
             .listen(&listen)
             .args(args)
+            .args(&self.registry_flags)
             .start()
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
@@ -262,6 +266,13 @@ impl World {
     }
 
     /// Stops the registry (SIGKILL: an outage).
+    /// Restarts the registry (same port and table) with `flags` added.
+    pub async fn restart_registry_with(&mut self, flags: &[&str]) {
+        self.stop_registry().await;
+        self.registry_flags = flags.iter().map(|s| (*s).to_owned()).collect();
+        self.start_registry().await;
+    }
+
     pub async fn stop_registry(&mut self) {
         if let Some(registry) = self.registry.take() {
             registry.kill().await;

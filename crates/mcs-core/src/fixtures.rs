@@ -111,6 +111,36 @@ pub fn mk_export_spec(exported_at_secs: i64, ports: Vec<ServicePort>) -> ExportS
     }
 }
 
+/// `n` distinct ready IPv4 endpoints in one zone (`10.{i/65536}.{..}.{..}`):
+/// an export's endpoints as a cluster has them, which compress well.
+pub fn mk_endpoints(n: usize) -> Vec<Endpoint> {
+    (0..n)
+        .map(|i| Endpoint {
+            addresses: vec![std::net::Ipv4Addr::from(0x0a00_0000 + i as u32).into()],
+            ready: true,
+            hostname: None,
+            zone: Some("us-east-1a".into()),
+            target_ports: Default::default(),
+        })
+        .collect()
+}
+
+/// `n` endpoints as [`mk_endpoints`], each with a pseudo-random hostname of
+/// 60 letters (a fixed sequence): endpoints that barely compress.
+pub fn mk_incompressible_endpoints(n: usize) -> Vec<Endpoint> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut letter = move || {
+        state =
+            state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        char::from(b'a' + ((state >> 33) % 26) as u8)
+    };
+    let mut endpoints = mk_endpoints(n);
+    for endpoint in &mut endpoints {
+        endpoint.hostname = Some((0..60).map(|_| letter()).collect());
+    }
+    endpoints
+}
+
 /// An export record of service `llm/{service}` by `cluster` at `generation`.
 pub fn mk_export(cluster: &str, service: &str, generation: u64, spec: ExportSpec) -> Record {
     Record {

@@ -15,7 +15,10 @@ use crate::{
     ChangeStamp, LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size,
 };
 use async_trait::async_trait;
-use mcs_core::fixtures::{mk_export, mk_export_spec, mk_pool, mk_tombstone, pool, pool_key};
+use mcs_core::fixtures::{
+    mk_endpoints, mk_export, mk_export_spec, mk_incompressible_endpoints, mk_pool, mk_tombstone,
+    pool, pool_key,
+};
 use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use std::sync::Arc;
 
@@ -58,6 +61,7 @@ macro_rules! store_conformance_suite {
             a_tombstone_shows_the_withdrawn_lease_end_in_lease_ends,
             change_stamps_are_exactly_the_stored_writes_in_the_window,
             an_item_over_the_size_limit_is_refused_naming_its_field,
+            an_export_larger_than_a_plain_item_is_stored_whole,
             a_renewal_in_place_keeps_changed_at_and_moves_the_lease,
             a_renewal_in_place_is_refused_unless_it_renews_the_stored_record,
             ttl_never_leaves_a_withdrawn_key_live,
@@ -249,7 +253,7 @@ pub async fn lease_ends_are_exactly_the_stored_leases_in_the_window(store: Arc<d
         let until = 10_000 * (i as u64 + 1);
         store.put(&at(mk_pool(name, 7, "w", None, Some(until)), 1_000), 1_000).await.unwrap();
     }
-    store.put(&export_of(1), 1_000).await.unwrap();
+    store.put(&export_with(mk_endpoints(1)), 1_000).await.unwrap();
     let window = async |from, to| {
         let mut got: Vec<LeaseEnd> = store.read_lease_ends(from, to).await.unwrap();
         got.sort_by_key(|e| e.lease_until_ms);
@@ -319,7 +323,7 @@ pub async fn change_stamps_are_exactly_the_stored_writes_in_the_window(store: Ar
         store.put(&record, 1_000).await.unwrap();
         written.push(record);
     }
-    let export = at(export_of(1), 5_000);
+    let export = at(export_with(mk_endpoints(1)), 5_000);
     store.put(&export, 1_000).await.unwrap();
     let withdrawn = at(mk_tombstone("w", 9, "w"), 6_000);
     store.put(&withdrawn, 1_000).await.unwrap();
@@ -489,34 +493,43 @@ pub async fn ttl_never_leaves_a_withdrawn_key_live<S: EmulatesTtl>(store: Arc<S>
     assert_eq!(deleted, 1, "the pool's tombstone, not the export's");
 }
 
-/// An export of `n` copies of one endpoint.
-fn export_of(n: usize) -> Record {
+/// An export of `endpoints`.
+fn export_with(endpoints: Vec<mcs_api::Endpoint>) -> Record {
     let mut spec = mk_export_spec(1_700_000_000, vec![]);
-    spec.endpoints = vec![spec.endpoints[0].clone(); n];
+    spec.endpoints = endpoints;
     at(mk_export("c1", "big", 1, spec), 1_000)
 }
 
-/// A record whose item is at the size limit is stored; one endpoint more
-/// is refused with `TooLarge` naming `endpoints`, and nothing is written.
-pub async fn an_item_over_the_size_limit_is_refused_naming_its_field(store: Arc<dyn Store>) {
-    let one = record_item_size(&export_of(1)).unwrap();
-    let per_endpoint = record_item_size(&export_of(2)).unwrap() - one;
-    let fits = 1 + (MAX_ITEM_BYTES - one) / per_endpoint;
-    let largest = export_of(fits);
-    assert!(record_item_size(&largest).unwrap() <= MAX_ITEM_BYTES);
-    let over = export_of(fits + 1);
-    assert!(record_item_size(&over).unwrap() > MAX_ITEM_BYTES);
+/// Issue 29, item 4: an export of 20,000 endpoints, about three times what
+/// one item holds in the plain encoding (refused before as over the
+/// limit), is stored packed and read back whole by `get`, `read_all` and
+/// `read_changed_since`.
+pub async fn an_export_larger_than_a_plain_item_is_stored_whole(store: Arc<dyn Store>) {
+    let big = export_with(mk_endpoints(20_000));
+    assert_eq!(store.put(&big, 1_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&big.key).await.unwrap().as_ref(), Some(&big));
+    assert_eq!(store.read_all().await.unwrap(), vec![big.clone()]);
+    assert_eq!(store.read_changed_since(0).await.unwrap(), vec![big]);
+}
 
+/// An export too large for an item even packed is refused with
+/// `TooLarge` naming `endpoints` and its packed size, and nothing is
+/// written.
+pub async fn an_item_over_the_size_limit_is_refused_naming_its_field(store: Arc<dyn Store>) {
+    let over = export_with(mk_incompressible_endpoints(12_000));
+    let size = record_item_size(&over).unwrap();
+    assert!(size > MAX_ITEM_BYTES);
     match store.put(&over, 1_000).await {
-        Err(StoreError::TooLarge { size, limit, field }) => {
+        Err(StoreError::TooLarge { size: refused, limit, field }) => {
             assert_eq!((limit, field.as_deref()), (MAX_ITEM_BYTES, Some("endpoints")));
-            assert!(size > limit);
+            assert_eq!(refused, size);
         }
         other => panic!("an oversized item: {other:?}"),
     }
     assert_eq!(store.get(&over.key).await.unwrap(), None, "nothing written");
-    assert_eq!(store.put(&largest, 1_000).await.unwrap(), PutOutcome::Applied);
-    assert_eq!(store.get(&largest.key).await.unwrap(), Some(largest));
+    let under = export_with(mk_incompressible_endpoints(4_000));
+    assert_eq!(store.put(&under, 1_000).await.unwrap(), PutOutcome::Applied);
+    assert_eq!(store.get(&under.key).await.unwrap(), Some(under));
 }
 
 /// The variable that names the DynamoDB API of the tests.

@@ -11,7 +11,9 @@
 //!
 //!  + deleted BOOL, changed_at_ms N, digest S, shard N, ttl N?,
 //!    lease_ms N?, heartbeat_ms N? (the lease's terms, schema 2 on),
-//!    payload M (the Body, serde_dynamo), payload_version N
+//!    payload M (the Body, serde_dynamo), payload_version N (1)
+//!    or, for a record whose item would be over the size limit,
+//!    payload B (the Body's JSON, zlib), payload_version N (2)
 //! ```
 //!
 //! `{origin}` is the region whose registrars wrote the item: each region
@@ -22,12 +24,18 @@
 //! newer version or a tombstone written in one region is never lost to a
 //! concurrent older write in another, whatever the clocks say.
 
+use super::size::{MAX_ITEM_BYTES, item_size, value_size};
 use crate::StoreError;
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
+use flate2::Compression;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
 use mcs_api::{ExportKey, Label, PoolId, RouterId};
 use mcs_core::{Body, ChangeStamp, Key, LeaseTerms, Record, Version};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::io::{Read, Write};
 
 /// A raw item as the SDK carries it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -82,8 +90,27 @@ pub(crate) const META_COMPATIBLE_FROM: &str = "compatible_from";
 /// layout: changing it means rewriting every item.
 pub const SHARDS: u32 = 8;
 
-/// The payload encoding this binary writes and reads.
+/// The payload encoding this binary writes and reads: the body as a map
+/// (serde_dynamo).
 pub const PAYLOAD_VERSION: u32 = 1;
+
+/// The packed payload encoding, which this binary also reads: the body's
+/// JSON compressed with zlib, as binary. Written only for a record whose
+/// item in the plain encoding would be over [`MAX_ITEM_BYTES`] (an export
+/// of thousands of endpoints), so binaries that know only version 1 read
+/// every record they could store themselves (docs/design.md §3, "Packed
+/// payloads").
+pub const PACKED_PAYLOAD_VERSION: u32 = 2;
+
+/// The most a packed payload may inflate to: far more than any record a
+/// registry accepts (an export's body is 2 MiB by default), so that a
+/// forged item costs a reader at most this much memory.
+const MAX_UNPACKED_BYTES: u64 = 64 << 20;
+
+/// The longest origin [`check_origin`] allows: the sizes of this module are
+/// those of the item in that region with the longest `ttl`, so they do not
+/// depend on the region or the retention.
+const LONGEST_ORIGIN: &str = "o123456789o123456789o123456789o123456789o123456789o123456789oooo";
 
 /// The partition key of `key` and the sort key of its items without the
 /// origin: every item of `key` has a sort key starting with `{base}@`.
@@ -184,7 +211,86 @@ fn n(value: impl ToString) -> AttributeValue {
 }
 
 /// The item that stores `record`; `ttl` is its expiry plus `retention_ms`.
+/// Its payload is packed ([`PACKED_PAYLOAD_VERSION`]) when the plain item
+/// would be over [`MAX_ITEM_BYTES`] in the worst case (longest origin and
+/// `ttl`), so every region packs exactly the same records.
 pub(crate) fn encode(record: &Record, origin: &str, retention_ms: u64) -> Result<Item, StoreError> {
+    let item = encode_plain(record, origin, retention_ms)?;
+    // The worst case is at most one origin and one `ttl` larger than this
+    // item; only an item that close to the limit is encoded again for it.
+    let slack = LONGEST_ORIGIN.len() + value_size(&n(u64::MAX));
+    if item_size(&item) + slack <= MAX_ITEM_BYTES
+        || worst_case_plain_size(record)? <= MAX_ITEM_BYTES
+    {
+        return Ok(item);
+    }
+    pack(item, record)
+}
+
+/// The size of the plain item of `record` in the worst case.
+fn worst_case_plain_size(record: &Record) -> Result<usize, StoreError> {
+    Ok(item_size(&encode_plain(record, LONGEST_ORIGIN, u64::MAX)?))
+}
+
+/// `item` (the plain item of `record`) with its payload packed.
+fn pack(mut item: Item, record: &Record) -> Result<Item, StoreError> {
+    let failed =
+        |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("packing {}: {e}", record.key));
+    let json = serde_json::to_vec(&record.body).map_err(|e| failed(&e))?;
+    let mut zlib = ZlibEncoder::new(Vec::with_capacity(json.len() / 4), Compression::default());
+    zlib.write_all(&json).map_err(|e| failed(&e))?;
+    let packed = zlib.finish().map_err(|e| failed(&e))?;
+    item.insert(PAYLOAD.to_owned(), AttributeValue::B(Blob::new(packed)));
+    item.insert(PAYLOAD_VERSION_ATTR.to_owned(), n(PACKED_PAYLOAD_VERSION));
+    Ok(item)
+}
+
+/// The body of a packed payload.
+fn unpack(packed: &[u8]) -> Result<Body, String> {
+    let mut json = Vec::new();
+    ZlibDecoder::new(packed)
+        .take(MAX_UNPACKED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("packed payload: {e}"))?;
+    if json.len() as u64 > MAX_UNPACKED_BYTES {
+        return Err(format!("packed payload inflates past {MAX_UNPACKED_BYTES} bytes"));
+    }
+    serde_json::from_slice(&json).map_err(|e| format!("packed payload: {e}"))
+}
+
+/// The size in bytes of the DynamoDB item of `record` as stored (packed
+/// or not), by the rule of [`super::size`], independent of region and
+/// retention.
+pub fn record_item_size(record: &Record) -> Result<usize, StoreError> {
+    Ok(item_size(&encode(record, LONGEST_ORIGIN, u64::MAX)?))
+}
+
+/// Refuses `record` with [`StoreError::TooLarge`] if its item, packed, is
+/// over [`MAX_ITEM_BYTES`], naming the largest field of its plain payload;
+/// every store calls it before writing.
+pub(crate) fn check_record_size(record: &Record) -> Result<(), StoreError> {
+    let plain = encode_plain(record, LONGEST_ORIGIN, u64::MAX)?;
+    if item_size(&plain) <= MAX_ITEM_BYTES {
+        return Ok(());
+    }
+    let field = largest_field(&plain);
+    let size = item_size(&pack(plain, record)?);
+    if size <= MAX_ITEM_BYTES {
+        return Ok(());
+    }
+    Err(StoreError::TooLarge { size, limit: MAX_ITEM_BYTES, field })
+}
+
+/// The largest field of the payload's `spec` (the request's top-level
+/// field of the same name: `endpoints`, `annotations`, ...), if it has one.
+fn largest_field(item: &Item) -> Option<String> {
+    let Some(AttributeValue::M(payload)) = item.get(PAYLOAD) else { return None };
+    let Some(AttributeValue::M(spec)) = payload.get("spec") else { return None };
+    spec.iter().max_by_key(|(name, v)| name.len() + value_size(v)).map(|(name, _)| name.clone())
+}
+
+/// The item of `record` with its payload as a map ([`PAYLOAD_VERSION`]).
+fn encode_plain(record: &Record, origin: &str, retention_ms: u64) -> Result<Item, StoreError> {
     let (pk, sk) = key_attributes(&record.key, origin);
     let payload = serde_dynamo::aws_sdk_dynamodb_1::to_attribute_value(&record.body)
         .map_err(|e| StoreError::Corrupt(format!("encoding {}: {e}", record.key)))?;
@@ -376,13 +482,14 @@ pub(crate) fn decode(mut item: Item) -> Result<Record, Undecodable> {
         _ => "(no pk)".to_owned(),
     };
     let invalid = |detail: String| Undecodable::Invalid { pk: pk.clone(), detail };
-    match item.get(PAYLOAD_VERSION_ATTR) {
-        Some(AttributeValue::N(v)) if v.parse::<u32>() == Ok(PAYLOAD_VERSION) => {}
+    let packed = match item.get(PAYLOAD_VERSION_ATTR) {
+        Some(AttributeValue::N(v)) if v.parse::<u32>() == Ok(PAYLOAD_VERSION) => false,
+        Some(AttributeValue::N(v)) if v.parse::<u32>() == Ok(PACKED_PAYLOAD_VERSION) => true,
         Some(AttributeValue::N(v)) => {
             return Err(Undecodable::UnknownPayloadVersion { pk: pk.clone(), version: v.clone() });
         }
         _ => return Err(invalid("payload_version is missing or not a number".into())),
-    }
+    };
     let key = parse_key(&pk, s(&item, SK).map_err(&invalid)?).map_err(&invalid)?;
     let header = (|| {
         let kind = s(&item, KIND)?;
@@ -406,8 +513,12 @@ pub(crate) fn decode(mut item: Item) -> Result<Record, Undecodable> {
     let (version, owner, lease_until_ms, changed_at_ms, deleted, terms) =
         header.map_err(&invalid)?;
     let payload = item.remove(PAYLOAD).ok_or_else(|| invalid("payload is missing".into()))?;
-    let body: Body = serde_dynamo::aws_sdk_dynamodb_1::from_attribute_value(payload)
-        .map_err(|e| invalid(format!("payload: {e}")))?;
+    let body: Body = match (packed, payload) {
+        (true, AttributeValue::B(blob)) => unpack(blob.as_ref()).map_err(&invalid)?,
+        (true, _) => return Err(invalid("a packed payload is not binary".into())),
+        (false, payload) => serde_dynamo::aws_sdk_dynamodb_1::from_attribute_value(payload)
+            .map_err(|e| invalid(format!("payload: {e}")))?,
+    };
     if !body_fits(&key, &body) {
         return Err(invalid("payload does not match the key's kind".into()));
     }
@@ -432,7 +543,10 @@ fn body_fits(key: &Key, body: &Body) -> bool {
 mod tests {
     use super::*;
     use mcs_api::{HostPort, RouterReplica};
-    use mcs_core::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, mk_tombstone, port};
+    use mcs_core::fixtures::{
+        mk_cluster, mk_endpoints, mk_export, mk_export_spec, mk_incompressible_endpoints, mk_pool,
+        mk_tombstone, port,
+    };
 
     fn mk_router() -> Record {
         let router_id = RouterId::new("gr-0.us-east-1").unwrap();
@@ -540,7 +654,7 @@ mod tests {
     fn unknown_payload_versions_and_garbage_are_told_apart() {
         let record = mk_pool("a", 1, "w", None, None);
         let mut newer = encode(&record, "us-east-1", 0).unwrap();
-        newer.insert(PAYLOAD_VERSION_ATTR.into(), AttributeValue::N("2".into()));
+        newer.insert(PAYLOAD_VERSION_ATTR.into(), AttributeValue::N("3".into()));
         assert_eq!(decode(newer).unwrap_err().reason(), "payload_version");
         let mut garbage = encode(&record, "us-east-1", 0).unwrap();
         garbage.insert(PAYLOAD.into(), AttributeValue::S("?".into()));
@@ -551,5 +665,120 @@ mod tests {
         let mut wrong_kind = encode(&record, "us-east-1", 0).unwrap();
         wrong_kind.insert(KIND.into(), AttributeValue::S("router".into()));
         assert_eq!(decode(wrong_kind).unwrap_err().reason(), "undecodable");
+    }
+
+    #[test]
+    fn the_size_does_not_depend_on_region_or_retention() {
+        let record = mk_pool("a", 1, "w", Some("x"), Some(10_000));
+        let size = record_item_size(&record).unwrap();
+        for (origin, retention) in [("a", 0), ("us-east-1", 86_400_000), (LONGEST_ORIGIN, 1)] {
+            let real = item_size(&encode(&record, origin, retention).unwrap());
+            assert!(real <= size, "{origin}: {real} > {size}");
+        }
+        assert!(check_origin(LONGEST_ORIGIN).is_ok());
+        assert_eq!(LONGEST_ORIGIN.len(), 64);
+    }
+
+    /// An export of `endpoints` whose plain item is `size` bytes in the
+    /// worst case: the first endpoint's hostname pads it to the byte.
+    fn export_of_worst_plain_size(endpoints: usize, size: usize) -> Record {
+        let mut spec = mk_export_spec(0, vec![]);
+        spec.endpoints = mk_endpoints(endpoints);
+        spec.endpoints[0].hostname = Some(String::new());
+        let mut record = mk_export("c1", "big", 1, spec);
+        let base = worst_case_plain_size(&record).unwrap();
+        let Body::Export(spec) = &mut record.body else { unreachable!() };
+        spec.endpoints[0].hostname = Some("h".repeat(size - base));
+        assert_eq!(worst_case_plain_size(&record).unwrap(), size);
+        record
+    }
+
+    fn is_packed(item: &Item) -> bool {
+        item[PAYLOAD_VERSION_ATTR] == n(PACKED_PAYLOAD_VERSION)
+            && matches!(item[PAYLOAD], AttributeValue::B(_))
+    }
+
+    #[test]
+    fn a_record_over_the_plain_limit_is_packed_in_every_region_and_reads_back() {
+        // At the limit in the worst case: plain everywhere.
+        let fits = export_of_worst_plain_size(5_000, MAX_ITEM_BYTES);
+        // One byte more: packed everywhere, even where its plain item (short
+        // origin, no retention) would have fit.
+        let over = export_of_worst_plain_size(5_000, MAX_ITEM_BYTES + 1);
+        for (origin, retention) in [("a", 0), ("us-east-1", 86_400_000), (LONGEST_ORIGIN, 1)] {
+            let plain = encode(&fits, origin, retention).unwrap();
+            assert!(!is_packed(&plain), "{origin}");
+            assert_eq!(decode(plain).unwrap(), fits);
+            let packed = encode(&over, origin, retention).unwrap();
+            assert!(is_packed(&packed), "{origin}");
+            assert!(item_size(&packed) < MAX_ITEM_BYTES / 4, "{}", item_size(&packed));
+            assert_eq!(decode(packed).unwrap(), over);
+        }
+        assert!(item_size(&encode_plain(&over, "a", 0).unwrap()) < MAX_ITEM_BYTES);
+        assert!(check_record_size(&over).is_ok());
+        let stored = |origin| item_size(&encode(&over, origin, 0).unwrap());
+        assert_eq!(record_item_size(&over).unwrap(), stored(LONGEST_ORIGIN));
+        assert_eq!(stored(LONGEST_ORIGIN), stored("x") + LONGEST_ORIGIN.len() - 1);
+        assert_eq!(record_item_size(&fits).unwrap(), MAX_ITEM_BYTES);
+    }
+
+    #[test]
+    fn an_export_of_20000_endpoints_is_stored_packed() {
+        let mut spec = mk_export_spec(0, vec![port("http", 80)]);
+        spec.endpoints = mk_endpoints(20_000);
+        let record = mk_export("c1", "svc", 1, spec);
+        assert!(worst_case_plain_size(&record).unwrap() > 2 * MAX_ITEM_BYTES);
+        assert!(check_record_size(&record).is_ok());
+        let item = encode(&record, "us-east-1", 0).unwrap();
+        assert!(is_packed(&item));
+        assert_eq!(decode(item).unwrap(), record);
+    }
+
+    #[test]
+    fn an_export_too_large_even_packed_names_its_largest_field() {
+        let mut spec = mk_export_spec(0, vec![]);
+        spec.endpoints = mk_incompressible_endpoints(12_000);
+        let record = mk_export("c1", "svc", 1, spec);
+        let Err(StoreError::TooLarge { size, limit, field }) = check_record_size(&record) else {
+            panic!("not refused");
+        };
+        // The size is the packed item's, smaller than the plain one.
+        assert!(size > limit && size < worst_case_plain_size(&record).unwrap(), "{size}");
+        assert_eq!(size, item_size(&encode(&record, LONGEST_ORIGIN, u64::MAX).unwrap()));
+        assert_eq!(field.as_deref(), Some("endpoints"));
+        assert!(check_record_size(&mk_pool("a", 1, "w", None, None)).is_ok());
+    }
+
+    #[test]
+    fn packed_payloads_that_lie_or_inflate_without_bound_are_undecodable() {
+        let mut spec = mk_export_spec(0, vec![]);
+        spec.endpoints = mk_endpoints(20_000);
+        let record = mk_export("c1", "svc", 1, spec);
+        let packed = encode(&record, "us-east-1", 0).unwrap();
+        let with_payload = |payload: AttributeValue| {
+            let mut item = packed.clone();
+            item.insert(PAYLOAD.into(), payload);
+            decode(item).unwrap_err()
+        };
+        let deflate = |bytes: &[u8]| {
+            let mut zlib = ZlibEncoder::new(Vec::new(), Compression::fast());
+            zlib.write_all(bytes).unwrap();
+            AttributeValue::B(Blob::new(zlib.finish().unwrap()))
+        };
+        let plain = encode_plain(&record, "us-east-1", 0).unwrap().remove(PAYLOAD).unwrap();
+        for (payload, says) in [
+            (plain, "not binary"),
+            (AttributeValue::B(Blob::new(b"not zlib".to_vec())), "packed payload"),
+            (deflate(b"{\"type\":\"pool\"}"), "packed payload"),
+            (deflate(&vec![b' '; MAX_UNPACKED_BYTES as usize + 1]), "inflates past"),
+        ] {
+            let e = with_payload(payload);
+            assert_eq!(e.reason(), "undecodable");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        // A packed tombstone whose item says it is live is caught as any other.
+        let mut lying = packed;
+        lying.insert(PAYLOAD.into(), deflate(b"{\"type\":\"tombstone\"}"));
+        assert!(decode(lying).unwrap_err().to_string().contains("deleted does not match"));
     }
 }

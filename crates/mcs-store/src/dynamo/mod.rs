@@ -27,14 +27,14 @@ mod store;
 
 pub use errors::{NO_CREDENTIALS, Target, cause};
 pub use facts::{Replica, TableFacts};
-pub use item::{PAYLOAD_VERSION, SHARDS};
+pub(crate) use item::check_record_size;
+pub use item::{PACKED_PAYLOAD_VERSION, PAYLOAD_VERSION, SHARDS, record_item_size};
 pub use migrate::{
     AppliedMigration, INDEX_ACTIVE, INDEX_MISSING, MigrationReport, OLDEST_TABLE_VERSION,
     READS_CHANGE_STAMPS_FROM, RENEWALS_KEEP_CHANGED_AT_FROM, Runs, SCHEMA_VERSION, SchemaStamp,
     check_schema, compatibility_mode, indexes_declared_up_to, migrate,
 };
-pub(crate) use size::check_record_size;
-pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES, record_item_size};
+pub use size::{DYNAMODB_ITEM_LIMIT, MAX_ITEM_BYTES};
 pub use store::PageObserver;
 
 use crate::StoreError;
