@@ -9,7 +9,7 @@
 //! a way around `create serviceexports`. See docs/design.md §13.
 
 use crate::crd::{ServiceExport, ServiceExportSpec};
-use crate::export::reconciler::{drain, jittered, ticks};
+use crate::pace::{drain, jittered, ticks};
 use crate::{Context, MANAGED_BY, metrics};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;

@@ -1,7 +1,7 @@
 //! The record: a typed payload plus the fields the merge rules need. The
-//! rules themselves live in [`crate::rules`]; the methods here delegate.
+//! rules themselves, and the methods of [`Record`] that apply them
+//! (`is_live`, `supersedes`, ...), live in [`crate::rules`], a floor above.
 
-use crate::rules;
 use mcs_api::{ExportKey, ExportSpec, Label, Pool, PoolId, RouterId, RouterReplica};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -233,24 +233,6 @@ impl Record {
         matches!(self.body, Body::Tombstone)
     }
 
-    /// Whether the record's lease is live at `now_ms`, given `skew_ms` of
-    /// allowance for clock differences ([`rules::is_live`]).
-    pub fn is_live(&self, now_ms: u64, skew_ms: u64) -> bool {
-        rules::is_live(self, now_ms, skew_ms)
-    }
-
-    /// When the item has no more use and storage may drop it, before a
-    /// retention is added ([`rules::expires_at_ms`]).
-    pub fn expires_at_ms(&self) -> Option<u64> {
-        rules::expires_at_ms(self)
-    }
-
-    /// When the record has no more use, an export's derived from `cluster`,
-    /// the merged record of its cluster ([`rules::expires_at_ms_on`]).
-    pub fn expires_at_ms_on(&self, cluster: Option<&Record>) -> Option<u64> {
-        rules::expires_at_ms_on(self, cluster)
-    }
-
     /// Digest of what a renewal must not change: the payload and the owner.
     /// Equal `(version, content_digest)` means an idempotent retry or a
     /// heartbeat.
@@ -271,12 +253,6 @@ impl Record {
             _ => 0,
         };
         self.changed_at_ms.max(renewed)
-    }
-
-    /// Whether `self` should replace `stored` in a merged view
-    /// ([`rules::supersedes`]).
-    pub fn supersedes(&self, stored: &Record) -> bool {
-        rules::supersedes(self, stored)
     }
 }
 

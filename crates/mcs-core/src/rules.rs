@@ -261,6 +261,33 @@ pub fn expires_at_ms_on(record: &Record, cluster: Option<&Record>) -> Option<u64
     }
 }
 
+/// The rules as methods of the record they judge.
+impl Record {
+    /// Whether the record's lease is live at `now_ms`, given `skew_ms` of
+    /// allowance for clock differences ([`is_live`]).
+    pub fn is_live(&self, now_ms: u64, skew_ms: u64) -> bool {
+        is_live(self, now_ms, skew_ms)
+    }
+
+    /// When the item has no more use and storage may drop it, before a
+    /// retention is added ([`expires_at_ms`]).
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        expires_at_ms(self)
+    }
+
+    /// When the record has no more use, an export's derived from `cluster`,
+    /// the merged record of its cluster ([`expires_at_ms_on`]).
+    pub fn expires_at_ms_on(&self, cluster: Option<&Record>) -> Option<u64> {
+        expires_at_ms_on(self, cluster)
+    }
+
+    /// Whether `self` should replace `stored` in a merged view
+    /// ([`supersedes`]).
+    pub fn supersedes(&self, stored: &Record) -> bool {
+        supersedes(self, stored)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

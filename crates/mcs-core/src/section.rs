@@ -1,17 +1,17 @@
-//! The served lists ("sections") of a [`View`] (docs/design.md §6), named
+//! The served lists ("sections") of a [`View`](crate::View) (docs/design.md §6), named
 //! once: every user (the registry's handlers, cache and metrics,
 //! `mcs-admin ls` and `diff`, the simulator) goes through [`SectionKind`],
 //! so a new section is a variant here, a field of the view, its route and
 //! its list envelope.
 //!
-//! [`SectionKind::visit`] is the one place that knows which typed
-//! [`Section`] of the view each kind is; everything else uses it, either
-//! untyped through [`Served`] (fingerprint, length, version, body) or typed
-//! through a [`SectionVisitor`] (what needs the items themselves).
+//! [`SectionKind::visit`] (in the view's module, a floor above this one)
+//! is the one place that knows which typed [`Section`] of the view each
+//! kind is; everything else uses it, either untyped through [`Served`]
+//! (fingerprint, length, version, body) or typed through a
+//! [`SectionVisitor`] (what needs the items themselves).
 
 use crate::fingerprint::{Fingerprint, ItemDigest, Section};
 use crate::record::Kind;
-use crate::view::View;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -76,71 +76,6 @@ impl SectionKind {
             SectionKind::Exports => Some(Kind::Export),
             SectionKind::Imports => None,
         }
-    }
-
-    /// Runs `visitor` on this section of `view`, typed.
-    pub fn visit<'v, T: SectionVisitor<'v>>(self, view: &'v View, visitor: T) -> T::Output {
-        match self {
-            SectionKind::Pools => visitor.visit(view.pools()),
-            SectionKind::Routers => visitor.visit(view.routers()),
-            SectionKind::Clusters => visitor.visit(view.clusters()),
-            SectionKind::Exports => visitor.visit(view.exports()),
-            SectionKind::Imports => visitor.visit(view.imports()),
-        }
-    }
-
-    /// This section of `view`, untyped.
-    pub fn of(self, view: &View) -> &dyn Served {
-        struct Untyped;
-        impl<'v> SectionVisitor<'v> for Untyped {
-            type Output = &'v dyn Served;
-            fn visit<K, V>(self, section: &'v Section<K, V>) -> Self::Output
-            where
-                K: Ord + fmt::Display,
-                V: Serialize + PartialEq,
-            {
-                section
-            }
-        }
-        self.visit(view, Untyped)
-    }
-
-    /// Its fingerprint in `view`.
-    pub fn fingerprint(self, view: &View) -> Fingerprint {
-        self.of(view).fingerprint()
-    }
-
-    /// How many items `view` serves in it.
-    pub fn len(self, view: &View) -> usize {
-        self.of(view).len()
-    }
-
-    /// Its version in `view` (bumped on every change of its content).
-    pub fn version(self, view: &View) -> u64 {
-        self.of(view).version()
-    }
-
-    /// The body of `GET /v1/<name>`:
-    /// `{"<name>":[...],"complete":...,"fingerprint":"..."}`.
-    pub fn list_body(self, view: &View, complete: bool) -> ListBody {
-        #[derive(Serialize)]
-        struct Tail<'a> {
-            complete: bool,
-            fingerprint: &'a str,
-        }
-        let section = self.of(view);
-        let fingerprint = section.fingerprint();
-        let mut body = Vec::with_capacity(64 + 256 * section.len());
-        body.extend_from_slice(b"{\"");
-        body.extend_from_slice(self.name().as_bytes());
-        body.extend_from_slice(b"\":");
-        section.write_items(&mut body);
-        body.push(b',');
-        // Serializing plain data types into a Vec cannot fail.
-        let tail =
-            serde_json::to_vec(&Tail { complete, fingerprint: &fingerprint }).unwrap_or_default();
-        body.extend_from_slice(&tail[1..]);
-        ListBody { fingerprint, body }
     }
 }
 
@@ -262,6 +197,7 @@ where
 mod tests {
     use super::*;
     use crate::fixtures::{mk_cluster, mk_export, mk_export_spec, mk_pool, port};
+    use crate::view::View;
 
     const NOW: u64 = 1_764_662_400_000;
 

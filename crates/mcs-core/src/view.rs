@@ -8,15 +8,17 @@
 //! expired by [`View::advance`] from a deadline index, so expiry costs
 //! O(expired · log n) however large the view is.
 
-use crate::fingerprint::Section;
+use crate::fingerprint::{Fingerprint, Section};
 use crate::imports;
 use crate::record::{Body, ChangeStamp, Key, LeaseEnd, Record};
-use crate::section::SectionKind;
+use crate::section::{ListBody, SectionKind, SectionVisitor, Served};
 use mcs_api::{
     Cluster, Condition, Export, ExportKey, Incarnation, Label, Pool, PoolId, RouterId,
     RouterReplica, ServiceImport, ServiceName,
 };
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
 
 /// The shortest heartbeat interval a lease can ask for.
 const MIN_HEARTBEAT_MS: u64 = 1_000;
@@ -889,6 +891,75 @@ impl View {
                 self.imports.remove(service);
             }
         }
+    }
+}
+
+/// The view's side of [`SectionKind`]: which typed section of a [`View`]
+/// each kind is, and what is read through it.
+impl SectionKind {
+    /// Runs `visitor` on this section of `view`, typed.
+    pub fn visit<'v, T: SectionVisitor<'v>>(self, view: &'v View, visitor: T) -> T::Output {
+        match self {
+            SectionKind::Pools => visitor.visit(view.pools()),
+            SectionKind::Routers => visitor.visit(view.routers()),
+            SectionKind::Clusters => visitor.visit(view.clusters()),
+            SectionKind::Exports => visitor.visit(view.exports()),
+            SectionKind::Imports => visitor.visit(view.imports()),
+        }
+    }
+
+    /// This section of `view`, untyped.
+    pub fn of(self, view: &View) -> &dyn Served {
+        struct Untyped;
+        impl<'v> SectionVisitor<'v> for Untyped {
+            type Output = &'v dyn Served;
+            fn visit<K, V>(self, section: &'v Section<K, V>) -> Self::Output
+            where
+                K: Ord + fmt::Display,
+                V: Serialize + PartialEq,
+            {
+                section
+            }
+        }
+        self.visit(view, Untyped)
+    }
+
+    /// Its fingerprint in `view`.
+    pub fn fingerprint(self, view: &View) -> Fingerprint {
+        self.of(view).fingerprint()
+    }
+
+    /// How many items `view` serves in it.
+    pub fn len(self, view: &View) -> usize {
+        self.of(view).len()
+    }
+
+    /// Its version in `view` (bumped on every change of its content).
+    pub fn version(self, view: &View) -> u64 {
+        self.of(view).version()
+    }
+
+    /// The body of `GET /v1/<name>`:
+    /// `{"<name>":[...],"complete":...,"fingerprint":"..."}`.
+    pub fn list_body(self, view: &View, complete: bool) -> ListBody {
+        #[derive(Serialize)]
+        struct Tail<'a> {
+            complete: bool,
+            fingerprint: &'a str,
+        }
+        let section = self.of(view);
+        let fingerprint = section.fingerprint();
+        let mut body = Vec::with_capacity(64 + 256 * section.len());
+        body.extend_from_slice(b"{\"");
+        body.extend_from_slice(self.name().as_bytes());
+        body.extend_from_slice(b"\":");
+        section.write_items(&mut body);
+        body.push(b',');
+        // Serializing plain data types into a Vec cannot fail.
+        let tail =
+            serde_json::to_vec(&Tail { complete, fingerprint: &fingerprint }).unwrap_or_default();
+        body.extend_from_slice(&tail[1..]);
+        ListBody { fingerprint, body }
     }
 }
 

@@ -27,7 +27,6 @@
 //! delivered later but stored earlier is refused by the replica's memory of
 //! the delete). A deleted item leaves the indexes at once.
 
-use crate::rules::MergeRule;
 use mcs_core::{ChangeStamp, Key, LeaseEnd, Record};
 use std::collections::BTreeMap;
 
@@ -295,7 +294,7 @@ impl Table {
 
     /// The winner among the items of `key` by `merge` (what a strongly
     /// consistent read of every origin's item would give).
-    pub fn merged(&self, key: &Key, merge: MergeRule) -> Option<Record> {
+    pub fn merged(&self, key: &Key, merge: fn(&Record, &Record) -> bool) -> Option<Record> {
         let mut winner: Option<&Record> = None;
         for ((k, _), item) in self.items.range((key.clone(), 0)..) {
             if k != key {

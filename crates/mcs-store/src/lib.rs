@@ -48,6 +48,22 @@ pub enum PutOutcome {
 
 pub use mcs_core::{ChangeStamp, LeaseEnd};
 
+/// A backend that can delete what DynamoDB's TTL would have deleted by a
+/// given time, for the suite's TTL case (docs/design.md §3, "Invariant
+/// (issue 22)"). Test support, on the concrete stores only: the registry
+/// never calls it. (Defined here, below the stores that implement it and
+/// the suite that uses it; the suite re-exports it.)
+#[cfg(feature = "testsuite")]
+#[async_trait]
+pub trait EmulatesTtl: Store {
+    /// Deletes every item whose `ttl` (epoch seconds) `now_ms` has reached,
+    /// as DynamoDB's TTL does some time after; how many it deleted.
+    /// DynamoDB: the `ttl` attribute as stored; the memory store: the `ttl`
+    /// the DynamoDB store would have written (`ttl_expires_at_ms` plus its
+    /// default retention, a day).
+    async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError>;
+}
+
 /// A backend of the registry.
 ///
 /// Implementations must apply [`mcs_core::decide`] atomically per key: of

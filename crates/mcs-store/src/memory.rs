@@ -104,7 +104,7 @@ impl Store for MemoryStore {
 /// nothing (docs/design.md §11).
 #[cfg(feature = "testsuite")]
 #[async_trait]
-impl crate::testsuite::EmulatesTtl for MemoryStore {
+impl crate::EmulatesTtl for MemoryStore {
     async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError> {
         use crate::dynamo::item::{expired_by_ttl, ttl_of};
         let retention_ms =

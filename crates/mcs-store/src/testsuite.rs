@@ -14,7 +14,6 @@
 use crate::{
     ChangeStamp, LeaseEnd, MAX_ITEM_BYTES, PutOutcome, Store, StoreError, record_item_size,
 };
-use async_trait::async_trait;
 use mcs_core::fixtures::{
     mk_endpoints, mk_export, mk_export_spec, mk_incompressible_endpoints, mk_pool, mk_tombstone,
     pool, pool_key,
@@ -22,19 +21,7 @@ use mcs_core::fixtures::{
 use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 use std::sync::Arc;
 
-/// A backend that can delete what DynamoDB's TTL would have deleted by a
-/// given time, for the suite's TTL case (docs/design.md §3, "Invariant
-/// (issue 22)"). Test support, on the concrete stores only: the registry
-/// never calls it.
-#[async_trait]
-pub trait EmulatesTtl: Store {
-    /// Deletes every item whose `ttl` (epoch seconds) `now_ms` has reached,
-    /// as DynamoDB's TTL does some time after; how many it deleted.
-    /// DynamoDB: the `ttl` attribute as stored; the memory store: the `ttl`
-    /// the DynamoDB store would have written (`ttl_expires_at_ms` plus its
-    /// default retention, a day).
-    async fn emulate_ttl(&self, now_ms: u64) -> Result<usize, StoreError>;
-}
+pub use crate::EmulatesTtl;
 
 /// Expands to the conformance suite for the store built by `$make`; with
 /// `optional:`, `$make` is an `Option` and `None` skips the test.

@@ -40,6 +40,7 @@ use super::caches::Caches;
 use super::conditions::{self, Observed};
 use super::state::{Id, State};
 use crate::crd::ServiceExport;
+use crate::pace::{drain, jittered, ticks};
 use crate::{Context, FIELD_MANAGER, metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -394,33 +395,6 @@ fn set_export_gauges(state: &State) {
                 .set(n as f64);
         }
     }
-}
-
-/// A tick every `interval` ± 10 %, for the periodic resyncs.
-pub(crate) fn ticks(interval: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(jittered(interval)).await;
-        Some(((), ()))
-    })
-}
-
-/// Runs a controller's stream to its end, logging what it reports.
-pub(crate) async fn drain<T, E: std::fmt::Display>(
-    results: impl futures::Stream<Item = Result<T, E>>,
-    controller: &'static str,
-) {
-    results
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, controller, "controller event");
-            }
-        })
-        .await;
-}
-
-/// `base` ± 10 %.
-pub(crate) fn jittered(base: Duration) -> Duration {
-    base.mul_f64(0.9 + fastrand::f64() * 0.2)
 }
 
 /// Exponential backoff of a failing export: 1 s doubling to 5 min, jittered.

@@ -31,6 +31,7 @@ use crate::metrics::{
     IMPORT_REMOVAL_HOLD, IMPORT_REMOVALS_HELD, IMPORT_SLICES, IMPORT_SYNC_SECONDS, IMPORTS,
     RECONCILES,
 };
+use crate::pace::jittered;
 use apply::{Key, Outcome, Stores, Touched, brief};
 use hold::{HoldPolicy, Judged, RemovalHold};
 use mcs_api::ImportList;
@@ -82,11 +83,6 @@ fn removal_confirmed(
 
 /// The longest removal hold a granted lease gives.
 const REMOVAL_HOLD_MAX: Duration = Duration::from_secs(300);
-
-/// `d` scaled by a random factor in [0.9, 1.1).
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(0.9 + 0.2 * fastrand::f64())
-}
 
 /// Runs the importer until `cancel`.
 pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
@@ -725,14 +721,6 @@ mod tests {
     fn retries_back_off_to_five_minutes() {
         let delays: Vec<u64> = [1, 2, 3, 6, 7, 100].map(|n| retry_delay(n).as_secs()).to_vec();
         assert_eq!(delays, [5, 10, 20, 160, 300, 300]);
-    }
-
-    #[test]
-    fn jitter_stays_within_ten_percent() {
-        for _ in 0..1000 {
-            let d = jittered(Duration::from_secs(100));
-            assert!(d >= Duration::from_secs(90) && d < Duration::from_secs(110), "{d:?}");
-        }
     }
 
     #[test]

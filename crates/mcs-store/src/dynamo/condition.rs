@@ -171,7 +171,7 @@ pub(crate) fn for_delete(read: &Record) -> Condition {
 
 /// The condition under which DynamoDB's TTL deletes an item it found
 /// expired: its `ttl` is still at or before `now_s` (a write since may have
-/// moved it). For [`crate::testsuite::EmulatesTtl`].
+/// moved it). For [`crate::EmulatesTtl`].
 #[cfg(feature = "testsuite")]
 pub(crate) fn for_expired(now_s: u64) -> Condition {
     Condition {

@@ -259,7 +259,7 @@ fn unpack(packed: &[u8]) -> Result<Body, String> {
 }
 
 /// The size in bytes of the DynamoDB item of `record` as stored (packed
-/// or not), by the rule of [`super::size`], independent of region and
+/// or not), by DynamoDB's size rules (docs/design.md §4), independent of region and
 /// retention.
 pub fn record_item_size(record: &Record) -> Result<usize, StoreError> {
     Ok(item_size(&encode(record, LONGEST_ORIGIN, u64::MAX)?))

@@ -217,7 +217,7 @@ impl DynamoStore {
 /// one table (`mcs_testkit`). Test support only.
 #[cfg(feature = "testsuite")]
 #[async_trait]
-impl crate::testsuite::EmulatesTtl for DynamoStore {
+impl crate::EmulatesTtl for DynamoStore {
     /// Every item whose `ttl` the time `now_ms` has reached, each deleted
     /// on condition that it still has (as TTL deletes only what is still
     /// expired); items without `ttl` (exports, `META`) are kept.
