@@ -43,13 +43,15 @@
 
 mod backoff;
 mod client;
+mod config;
 mod error;
 pub mod keeper;
 mod tls;
 pub mod watch;
 
 pub use backoff::{Attempts, Backoff};
-pub use client::{Client, ClientConfig, TlsFiles, WriteFence};
+pub use client::Client;
+pub use config::{ClientConfig, TlsFiles, WriteFence};
 pub use error::{Conflict, Error};
 pub use keeper::{LeaseEvent, LeaseHandle, Registration};
 pub use tokio_util::sync::CancellationToken;

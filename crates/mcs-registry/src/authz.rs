@@ -16,17 +16,13 @@
 //! `spiffe://` URI, names none, and the `403` says why.
 //!
 //! Every check runs before the registrar is called, so nothing is stored
-//! on a `403`. Reads are checked by [`authenticate`], a layer of the API
+//! on a `403`. Reads are checked by `authenticate` (in `http`), a layer of the API
 //! router; writes by the handlers, through [`Caller::allow`], since a pool's
 //! cluster is in its body (or, for a withdrawal, in the stored record).
 
-use crate::http::{ApiError, AppState};
 use crate::metrics as m;
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::extract::MatchedPath;
 use axum::http::request::Parts;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
@@ -205,8 +201,8 @@ impl Caller {
     }
 
     /// `Ok` when the caller may do what `scope` names; otherwise logs and
-    /// counts the denial and answers `403`.
-    pub fn allow(&self, scope: Scope<'_>) -> Result<(), ApiError> {
+    /// counts the denial, which the API answers with `403`.
+    pub fn allow(&self, scope: Scope<'_>) -> Result<(), Denied> {
         match &self.identity {
             Some(identity) if !identity.may(&scope) => Err(deny(identity, &scope, &self.route)),
             _ => Ok(()),
@@ -214,50 +210,38 @@ impl Caller {
     }
 }
 
-fn deny(identity: &Identity, scope: &Scope<'_>, route: &str) -> ApiError {
+/// A request refused by [`Caller::allow`]: who asked, and for what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    /// The caller's identity, as logged.
+    pub identity: String,
+    /// What it asked for.
+    pub scope: String,
+}
+
+fn deny(identity: &Identity, scope: &Scope<'_>, route: &str) -> Denied {
     metrics::counter!(m::AUTHZ_DENIALS, "identity" => identity.kind(), "route" => route.to_owned())
         .increment(1);
     tracing::warn!(identity = %identity, scope = %scope, route, "request refused: not authorized");
-    ApiError::Forbidden { identity: identity.to_string(), scope: scope.to_string() }
+    Denied { identity: identity.to_string(), scope: scope.to_string() }
 }
 
 fn route(parts: &Parts) -> String {
     parts.extensions.get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned()
 }
 
-fn caller(parts: &Parts, state: &AppState) -> Caller {
-    let identity = state.spiffe_trust_domain.as_deref().map(|domain| {
-        Identity::of(
-            parts.extensions.get::<PeerNames>().unwrap_or(&PeerNames::NoCertificate),
-            domain,
-        )
-    });
-    Caller { identity, route: route(parts) }
-}
-
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(caller(parts, state))
+impl Caller {
+    /// The caller of the request of `parts`; its identity checked against
+    /// `trust_domain` (`--authz spiffe`), unchecked without one.
+    pub fn of(parts: &Parts, trust_domain: Option<&str>) -> Caller {
+        let identity = trust_domain.map(|domain| {
+            Identity::of(
+                parts.extensions.get::<PeerNames>().unwrap_or(&PeerNames::NoCertificate),
+                domain,
+            )
+        });
+        Caller { identity, route: route(parts) }
     }
-}
-
-/// A layer of the API router: under `--authz spiffe`, only the identities
-/// of the trust domain may send any request (reads included).
-pub async fn authenticate(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let (parts, body) = request.into_parts();
-    if let Err(error) = caller(&parts, &state).allow(Scope::Read) {
-        return error.into_response();
-    }
-    next.run(Request::from_parts(parts, body)).await
 }
 
 #[cfg(test)]

@@ -370,7 +370,7 @@ pub(crate) async fn serve<I, S, B, H>(
     let mut conn = builder.serve_connection(TokioIo::new(io), service);
     let result = {
         let mut stopping = false;
-        let mut stopped = pin!(async move { crate::server::stopped(&mut stop).await });
+        let mut stopped = pin!(async move { crate::shutdown::stopped(&mut stop).await });
         poll_fn(|cx| {
             if !stopping && stopped.as_mut().poll(cx).is_ready() {
                 stopping = true;
@@ -434,7 +434,7 @@ pub(crate) async fn serve_h2<I, S, B, H>(
     let result = loop {
         tokio::select! {
             result = conn.as_mut() => break Some(result),
-            _ = crate::server::stopped(&mut stop), if !stopping => {
+            _ = crate::shutdown::stopped(&mut stop), if !stopping => {
                 stopping = true;
                 conn.as_mut().graceful_shutdown();
                 if phase == H2Phase::Open {

@@ -28,6 +28,7 @@ pub mod server;
 mod shared_cli;
 #[path = "../../shared_metrics.rs"]
 mod shared_metrics;
+mod shutdown;
 pub mod tls;
 
 pub use server::{Registry, run};

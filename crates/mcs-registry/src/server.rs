@@ -18,6 +18,7 @@ use crate::live::LiveView;
 use crate::metrics as m;
 use crate::reader::{Reader, ReaderConfig};
 use crate::registrar::Registrar;
+use crate::shutdown::stopped;
 use anyhow::Context;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -444,13 +445,6 @@ async fn serve_tls(
     } else {
         connection::serve(h1, stream, service, stop, bounds, slot).await;
     }
-}
-
-/// Resolves once `stop` turns true (or its sender is gone).
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // The guard `wait_for` returns is not `Send`: drop it here, not across
-    // an await of the caller.
-    let _ = stop.wait_for(|stopping| *stopping).await;
 }
 
 async fn shutdown_signal() {

@@ -329,7 +329,7 @@ pub async fn run(
                 discovery.publish();
             }
             _ = tick.tick() => discovery.publish(),
-            _ = crate::server::stopped(&mut stop) => break,
+            _ = crate::shutdown::stopped(&mut stop) => break,
         }
     }
 }

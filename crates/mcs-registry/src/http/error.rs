@@ -195,3 +195,9 @@ fn store_error(error: StoreError) -> Response {
     let body = ErrorBody::new(ErrorCode::Internal, "internal error");
     (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
 }
+
+impl From<crate::authz::Denied> for ApiError {
+    fn from(denied: crate::authz::Denied) -> Self {
+        ApiError::Forbidden { identity: denied.identity, scope: denied.scope }
+    }
+}

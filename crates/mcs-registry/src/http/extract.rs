@@ -4,15 +4,20 @@
 
 use super::AppState;
 use super::error::ApiError;
+use crate::authz::{Caller, Scope};
+use axum::extract::State;
 use axum::extract::path::ErrorKind;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use mcs_api::{FieldError, Validate};
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
+use std::convert::Infallible;
 use std::sync::Arc;
 
 /// A JSON body of `T`, parsed while validated.
@@ -145,6 +150,32 @@ fn path_error(rejection: PathRejection) -> ApiError {
         _ => None,
     };
     ApiError::Malformed { field, message: rejection.body_text() }
+}
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Caller::of(parts, state.spiffe_trust_domain.as_deref()))
+    }
+}
+
+/// A layer of the API router: under `--authz spiffe`, only the identities
+/// of the trust domain may send any request (reads included).
+pub async fn authenticate(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    if let Err(denied) = Caller::of(&parts, state.spiffe_trust_domain.as_deref()).allow(Scope::Read)
+    {
+        return ApiError::from(denied).into_response();
+    }
+    next.run(Request::from_parts(parts, body)).await
 }
 
 #[cfg(test)]

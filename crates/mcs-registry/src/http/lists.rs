@@ -116,7 +116,7 @@ async fn watch(
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
             _ = &mut deadline => return not_modified(&rendered),
-            _ = crate::server::stopped(shutdown) => return not_modified(&rendered),
+            _ = crate::shutdown::stopped(shutdown) => return not_modified(&rendered),
         }
     }
 }

@@ -101,8 +101,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     // trust domain (a route layer: it sees the matched route, for the
     // denials); the probes and the document added after it do not.
     let routes = if authz {
-        routes
-            .route_layer(middleware::from_fn_with_state(state.clone(), crate::authz::authenticate))
+        routes.route_layer(middleware::from_fn_with_state(state.clone(), extract::authenticate))
     } else {
         routes
     };

@@ -284,7 +284,7 @@ impl Reloader {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(RELOAD_POLL) => {}
-                _ = crate::server::stopped(&mut stop) => return,
+                _ = crate::shutdown::stopped(&mut stop) => return,
             }
             let mut reloader = self;
             // Reading files blocks: off the runtime's workers.
