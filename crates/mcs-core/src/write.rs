@@ -37,6 +37,14 @@ pub struct Intent {
     pub terms: Option<crate::LeaseTerms>,
 }
 
+impl Intent {
+    /// What a client asked for, the lease still to be set by the registrar
+    /// that takes it (from its own clock and lease policy).
+    pub fn new(key: Key, body: Body, incarnation: Option<String>, generation: Option<u64>) -> Self {
+        Intent { key, body, incarnation, generation, lease_until_ms: None, terms: None }
+    }
+}
+
 /// Why a write is refused before or instead of storing it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {

@@ -36,24 +36,11 @@ use crate::stats::Stats;
 use crate::table::Table;
 use mcs_core::rules::renewal_extends;
 use mcs_core::view::{Confirmed, LeaseWindow};
-use mcs_core::write::{self, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
+use mcs_core::write::{Intent, PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};
 use mcs_core::{
     Body, Hlc, Key, LeaseEnd, LeasePolicy, LeaseTerms, Record, Version, View, WriteDecision,
 };
 use std::collections::{BTreeMap, BTreeSet};
-
-/// What a client asked a registrar to write.
-#[derive(Debug, Clone)]
-pub struct Intent {
-    /// The record's key.
-    pub key: Key,
-    /// The payload (a tombstone to withdraw).
-    pub body: Body,
-    /// The client's incarnation, if it sent one.
-    pub incarnation: Option<String>,
-    /// The client's own generation, if it sent one.
-    pub generation: Option<u64>,
-}
 
 /// A registrar's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -447,22 +434,21 @@ impl Process {
     /// through the registrar's own steps ([`mcs_core::write`]): plan against
     /// the merged winner, judge against it, then the conditional write of
     /// this region's item, retried as the registrar retries.
+    /// The lease of a live record is the process's own (`intent`'s lease
+    /// fields are set here).
     pub fn write(&mut self, intent: Intent, site: Site<'_>, stats: &mut Stats) -> Written {
         let Site { table, region, t, rules, .. } = site;
         let now = self.now(t);
         let leased = !matches!(intent.body, Body::Tombstone);
         let key = intent.key.clone();
         let planned = PlannedWrite::plan(
-            write::Intent {
+            Intent {
                 terms: leased.then_some(LeaseTerms {
                     duration_ms: self.lease_ms,
                     heartbeat_ms: self.heartbeat_ms,
                 }),
-                key: intent.key,
-                body: intent.body,
-                incarnation: intent.incarnation,
-                generation: intent.generation,
                 lease_until_ms: leased.then(|| now + self.lease_ms),
+                ..intent
             },
             self.merged.get(&key),
             None,
@@ -597,7 +583,7 @@ impl Process {
             }
             Err(refusal) => return self.refused(refusal, &key, self.now(site.t), true, stats),
         }
-        self.write(Intent { key, body: Body::Tombstone, incarnation, generation }, site, stats)
+        self.write(Intent::new(key, Body::Tombstone, incarnation, generation), site, stats)
     }
 }
 

@@ -31,12 +31,13 @@
 
 use crate::check::{self, Invariant, Violation};
 use crate::params::{EPOCH_MS, Knobs, Params};
-use crate::registrar::{Intent, Process, Reply, Site};
+use crate::registrar::{Process, Reply, Site};
 use crate::relay::{Mode, Op, Phase, Relay};
 use crate::rng::Rng;
 use crate::rules::Rules;
 use crate::stats::Stats;
 use crate::table::{Deletion, Item, Table};
+use mcs_core::write::Intent;
 use mcs_core::{Body, Key, Record, Version};
 use std::collections::{BTreeMap, VecDeque};
 

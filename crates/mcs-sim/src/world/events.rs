@@ -223,12 +223,12 @@ impl World {
                 };
                 let written = match request.op {
                     Op::Register => process.write(
-                        Intent {
-                            key: request.key.clone(),
-                            body: request.body.clone(),
-                            incarnation: request.incarnation.clone(),
-                            generation: request.generation,
-                        },
+                        Intent::new(
+                            request.key.clone(),
+                            request.body.clone(),
+                            request.incarnation.clone(),
+                            request.generation,
+                        ),
                         site,
                         &mut self.stats,
                     ),
