@@ -476,6 +476,20 @@ pub fn findings(status: &Status) -> Vec<Finding> {
     found
 }
 
+/// A duration for people, as every view of the document writes it: `850
+/// ms`, `31 s`, `5 m`, `3 h`, `2 d` (the coarsest unit of at least two,
+/// rounded down; seconds under two minutes).
+pub fn human_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0 => format!("{ms} ms"),
+        1..=119 => format!("{secs} s"),
+        120..=7_199 => format!("{} m", secs / 60),
+        7_200..=172_799 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
+}
+
 impl Status {
     /// Whether any finding is critical.
     pub fn is_critical(&self) -> bool {

@@ -227,6 +227,8 @@ fn each_conflicting_service_is_a_warning_naming_its_clusters() {
          (ConflictingPorts): ports differ"
     );
     assert_eq!(found[1].runbook, "docs/operations.md#runbook-exports-not-ready");
+    status.findings = vec![found[1].clone()];
+    assert!(!status.is_critical(), "a warning alone is not critical");
     status.findings = found;
     assert!(status.is_critical());
 }
@@ -304,4 +306,22 @@ fn the_document_round_trips_and_takes_new_finding_kinds() {
     )
     .unwrap();
     assert_eq!(finding.code, "from_the_future");
+}
+
+#[test]
+fn durations_read_in_the_coarsest_unit_of_at_least_two() {
+    let cases = [
+        (0, "0 ms"),
+        (999, "999 ms"),
+        (1_000, "1 s"),
+        (119_999, "119 s"),
+        (120_000, "2 m"),
+        (7_199_999, "119 m"),
+        (7_200_000, "2 h"),
+        (172_799_999, "47 h"),
+        (172_800_000, "2 d"),
+    ];
+    for (ms, text) in cases {
+        assert_eq!(human_ms(ms), text, "{ms}");
+    }
 }
