@@ -97,7 +97,7 @@ fn findings(status: &Status) -> Markup {
                     @for finding in &status.findings {
                         li class={ "finding " (finding.severity.as_str()) } data-code=(finding.code) {
                             strong { (severity(finding.severity)) } " " (finding.message)
-                            " Runbook: " code { (finding.runbook) }
+                            " (runbook: " code { (finding.runbook) } ")"
                         }
                     }
                 }
