@@ -77,14 +77,38 @@ pub(super) async fn json(State(state): State<Arc<AppState>>) -> Response {
     ([(axum::http::header::CACHE_CONTROL, "no-cache")], Json(document(&state))).into_response()
 }
 
+/// How long `GET /status?after=N` waits for a change of the view.
+const PAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(25);
+
 /// `GET /status`: the page, with the clusters of `?page=N` (1-based; a
 /// query it cannot read shows the first page, one past the end the last).
+/// With `?after=EPOCH` (the page's `data-epoch`), it first waits, up to
+/// [`PAGE_WAIT`], until the view changes past that epoch (the signal that
+/// wakes the lists' long-polls: content or completeness), so the page's
+/// script follows the view live; a wait takes a slot of `--max-watches`
+/// (none free: `503`, and the script tries again later).
 async fn page(State(state): State<Arc<AppState>>, uri: Uri) -> Response {
-    let page = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
-        .find(|(name, _)| name == "page")
-        .and_then(|(_, value)| value.parse::<usize>().ok())
-        .unwrap_or(1);
-    let html = page::render(&document(&state), page);
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let number =
+        |name: &str| query.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.parse::<u64>().ok());
+    let page = number("page").map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let mut changes = state.view.subscribe();
+    if let Some(after) = number("after")
+        && *changes.borrow_and_update() == after
+    {
+        let Ok(_slot) = state.watch_slots.clone().try_acquire_owned() else {
+            return super::unavailable("too many watches are waiting; retry later");
+        };
+        let mut shutdown = state.shutdown.clone();
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep(PAGE_WAIT) => {}
+            _ = crate::server::stopped(&mut shutdown) => {}
+        }
+    }
+    let epoch = *state.view.subscribe().borrow();
+    let html = page::render(&document(&state), page, epoch);
     (
         [
             (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),

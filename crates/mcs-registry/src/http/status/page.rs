@@ -1,7 +1,8 @@
 //! The `/status` page: the status document as HTML, rendered on the server
 //! (maud: compiled templates, every value escaped), readable without
-//! scripts. Where scripts run, one inline script swaps in a fresh copy of
-//! the page's main part every few seconds.
+//! scripts. Where scripts run, one inline script follows the view: it
+//! asks for the page again once the view changed (the long-poll of
+//! `GET /status?after=EPOCH`) and swaps in the new main part.
 //!
 //! Findings come first, then the view, the reader, the hold, the clusters
 //! ([`CLUSTERS_PER_PAGE`] a page, with links to the others; each row counts
@@ -29,17 +30,21 @@ code{background:#f2f2f2;padding:0 .2rem}
 nav a{margin-right:.75rem}
 ";
 
-/// Swaps in the main part of a fresh copy of the page every 5 s, while
-/// the page is visible; the page needs none of it.
-const REFRESH: &str = "setInterval(async()=>{if(document.hidden)return;try{\
-const r=await fetch(location.href,{cache:'no-store'});if(!r.ok)return;\
+/// Follows the view live where scripts run: asks for the page again with
+/// `?after=` the epoch it shows, which the registry answers once the view
+/// changed (or after a while), and swaps in the new main part; after an
+/// error, waits 5 s. The page needs none of it.
+const FOLLOW: &str = "(async()=>{let m=document.querySelector('main');for(;;){try{\
+const u=new URL(location.href);u.searchParams.set('after',m.dataset.epoch);\
+const r=await fetch(u,{cache:'no-store'});if(!r.ok)throw r.status;\
 const d=new DOMParser().parseFromString(await r.text(),'text/html');\
-const m=d.querySelector('main');if(m)document.querySelector('main').replaceWith(m);\
-}catch(e){}},5000);";
+const n=d.querySelector('main');if(n){m.replaceWith(n);m=n;}\
+}catch(e){await new Promise(s=>setTimeout(s,5000));}}})();";
 
 /// The page of `status`, with the `page`-th page of clusters (1-based,
-/// clamped to the pages there are).
-pub fn render(status: &Status, page: usize) -> Markup {
+/// clamped to the pages there are), showing the view as of `epoch` (its
+/// change counter, for the script's next wait).
+pub fn render(status: &Status, page: usize, epoch: u64) -> Markup {
     let p = &status.process;
     let title = match &p.region {
         Some(region) => format!("mcs-registry status: {region}"),
@@ -64,8 +69,8 @@ pub fn render(status: &Status, page: usize) -> Markup {
                         ", ready: " (yes(p.ready)) "."
                     }
                 }
-                main { (body(status, page)) }
-                script { (maud::PreEscaped(REFRESH)) }
+                main data-epoch=(epoch) { (body(status, page)) }
+                script { (maud::PreEscaped(FOLLOW)) }
             }
         }
     }

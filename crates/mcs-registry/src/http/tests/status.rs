@@ -251,7 +251,30 @@ async fn values_on_the_page_are_escaped() {
     conflicted(&h).await;
     let mut doc = status(&h.registry.state).await;
     doc.conflicts[0].message = "<script>alert(1)</script>".into();
-    let html = crate::http::status::page::render(&doc, 1).into_string();
+    let html = crate::http::status::page::render(&doc, 1, 0).into_string();
     assert!(!html.contains("<script>alert(1)</script>"), "{html}");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
+}
+
+#[tokio::test]
+async fn the_page_waits_for_a_change_of_the_view_past_its_epoch() {
+    let h = harness().await;
+    let epoch = |html: &str| -> u64 {
+        let at = html.find("data-epoch=\"").unwrap() + "data-epoch=\"".len();
+        html[at..].split('"').next().unwrap().parse().unwrap()
+    };
+    let shown = page(&h.registry.state, "/status").await;
+    let now = epoch(&shown);
+    let stale = page(&h.registry.state, &format!("/status?after={}", now + 7)).await;
+    assert_eq!(epoch(&stale), now, "an epoch it does not show: answered at once");
+
+    let state = h.registry.state.clone();
+    let waiting = tokio::spawn(async move { page(&state, &format!("/status?after={now}")).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "nothing changed: it waits");
+    let reply = h.send(Method::PUT, "/v1/clusters/east", json!({"incarnation": "east-1"})).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let changed = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    assert!(epoch(&changed) > now);
+    assert!(changed.contains(r#"<tr data-cluster="east">"#), "the page of the new view");
 }
