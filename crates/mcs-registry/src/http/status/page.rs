@@ -18,14 +18,14 @@ use mcs_api::status::{Severity, Status, human_ms};
 pub const CLUSTERS_PER_PAGE: usize = 50;
 
 const STYLE: &str = "
-body{font-family:system-ui,sans-serif;margin:1.5rem;color:#111;background:#fff;line-height:1.4}
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#111111;background:#ffffff;line-height:1.4}
 table{border-collapse:collapse;margin:.5rem 0}
 th,td{border:1px solid #888;padding:.25rem .5rem;text-align:left}
-th{background:#eee}
+th{background:#eeeeee}
 caption{text-align:left;font-weight:bold;padding:.25rem 0}
 .critical{color:#8b0000}
 .warning{color:#5c3d00}
-.ok{color:#0b5d1e}
+.ok{color:#0a4a18}
 code{background:#f2f2f2;padding:0 .2rem}
 nav a{margin-right:.75rem}
 ";
@@ -245,5 +245,45 @@ fn conflicts(status: &Status) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::STYLE;
+
+    /// WCAG's relative luminance of `#rrggbb`.
+    fn luminance(hex: &str) -> f64 {
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
+            if c <= 0.039_28 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+        };
+        0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
+    }
+
+    fn contrast(a: &str, b: &str) -> f64 {
+        let (a, b) = (luminance(a), luminance(b));
+        (a.max(b) + 0.05) / (a.min(b) + 0.05)
+    }
+
+    /// Every text colour of the style reads at WCAG AAA (7:1) on the white
+    /// page and on the grey of the table headers.
+    #[test]
+    fn every_text_colour_has_a_contrast_of_seven_to_one() {
+        let colours: Vec<&str> = STYLE
+            .split("color:")
+            .skip(1)
+            .map(|rest| rest.split([';', '}']).next().unwrap())
+            .collect();
+        assert_eq!(colours, ["#111111", "#8b0000", "#5c3d00", "#0a4a18"], "{STYLE}");
+        // The page, the table headers, code.
+        for background in ["#ffffff", "#eeeeee", "#f2f2f2"] {
+            assert!(STYLE.contains(&format!("background:{background}")), "{background}");
+            for colour in &colours {
+                let ratio = contrast(colour, background);
+                assert!(ratio >= 7.0, "{colour} on {background}: {ratio:.2}");
+            }
+        }
+        assert!(contrast("#777777", "#ffffff") < 7.0, "the check can fail");
     }
 }

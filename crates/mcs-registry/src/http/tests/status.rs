@@ -220,8 +220,10 @@ async fn the_page_shows_the_documents_clusters_conflicts_and_findings() {
     assert_eq!(html.matches("<h1>").count(), 1);
 }
 
+/// 120 clusters and 1,000 pools (ten in each of the first hundred
+/// clusters): fifty clusters a page, each row counting its pools.
 #[tokio::test]
-async fn the_page_lists_fifty_clusters_a_page() {
+async fn the_page_lists_fifty_clusters_a_page_with_their_pools_counted() {
     let h = harness().await;
     for n in 0..120 {
         let reply = h
@@ -229,12 +231,23 @@ async fn the_page_lists_fifty_clusters_a_page() {
             .await;
         assert_eq!(reply.status, StatusCode::OK);
     }
+    for n in 0..1_000 {
+        let cluster = format!("c{:03}", n / 10);
+        let key = json!({"cluster_id": cluster, "namespace": "llm", "dgd_name": format!("p{n}")});
+        let reply = h.send(Method::POST, "/v1/pools", with(pool("p"), "pool_key", key)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
     let rows = |html: &str| html.matches("<tr data-cluster=").count();
     let first = page(&h.registry.state, "/status").await;
     assert_eq!(rows(&first), 50);
     assert!(first.contains(r#"data-cluster="c000""#) && !first.contains(r#"data-cluster="c050""#));
     assert!(first.contains(r#"<a href="?page=3">page 3</a>"#), "{first}");
     assert!(first.contains("Clusters (120)"));
+    assert!(first.contains("Pools: 1000 (0 expiring soon)"), "{first}");
+    let c000 = &first[first.find(r#"data-cluster="c000""#).unwrap()..];
+    let row = &c000[..c000.find("</tr>").unwrap()];
+    assert!(row.ends_with("<td>10</td>"), "ten pools counted in the row: {row}");
+    assert!(first.len() < 64 * 1024, "a page of {} bytes", first.len());
     let last = page(&h.registry.state, "/status?page=3").await;
     assert_eq!(rows(&last), 20);
     assert!(last.contains(r#"data-cluster="c119""#));
