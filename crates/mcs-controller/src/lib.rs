@@ -20,6 +20,7 @@ pub mod import;
 pub mod leader;
 pub mod metadata;
 pub mod metrics;
+pub mod plugin;
 pub mod rbac;
 pub mod registration;
 pub mod run;
