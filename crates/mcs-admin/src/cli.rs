@@ -97,9 +97,59 @@ pub enum Command {
     /// Compare what two replicas serve, section by section; exit 1 when they
     /// differ.
     Diff(DiffArgs),
+    /// Ask a registry (not the table) how the clusterset is: its status
+    /// document, findings first; exit 1 when a finding is critical.
+    Status(StatusArgs),
+    /// Tail a section of a registry (not the table): one line per item
+    /// added, changed or removed, with the time and its owner, until
+    /// interrupted.
+    Watch(WatchArgs),
     /// Print the shell completion script of mcs-admin for SHELL, e.g.
     /// `mcs-admin completions bash > /etc/bash_completion.d/mcs-admin`.
     Completions(CompletionsArgs),
+}
+
+/// The registry `status` and `watch` ask, over its API.
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// The registry's base URL (its API port): `http://localhost:8080` for
+    /// the embedded default, `https://registry.example:8080` with TLS.
+    #[arg(long, env = "MCS_REGISTRY_URL")]
+    pub registry: String,
+
+    /// CA bundle (PEM) that signs an `https` registry's certificate.
+    #[arg(long, env = "MCS_REGISTRY_CA")]
+    pub registry_ca: Option<PathBuf>,
+
+    /// Client certificate chain (PEM) for a registry that asks for one
+    /// (`--authz spiffe`: an identity of its trust domain); with
+    /// --registry-client-key.
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_CERT", requires = "registry_client_key")]
+    pub registry_client_cert: Option<PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "MCS_REGISTRY_CLIENT_KEY", requires = "registry_client_cert")]
+    pub registry_client_key: Option<PathBuf>,
+}
+
+/// `status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `watch`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Which list (singular or plural: `pools` or `pool`).
+    #[arg(value_parser = section_parser())]
+    pub section: SectionKind,
+
+    /// The registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 /// `completions`.
@@ -139,6 +189,8 @@ impl Command {
             Command::Doctor(_) => "doctor",
             Command::Gc(_) => "gc",
             Command::Diff(_) => "diff",
+            Command::Status(_) => "status",
+            Command::Watch(_) => "watch",
             Command::Completions(_) => "completions",
         }
     }
@@ -356,6 +408,8 @@ mod tests {
                 "restore" => vec!["mcs-admin", "restore", "-"],
                 "diff" => vec!["mcs-admin", "diff"],
                 "completions" => vec!["mcs-admin", "completions", "bash"],
+                "status" => vec!["mcs-admin", "status", "--registry", "http://r"],
+                "watch" => vec!["mcs-admin", "watch", "pools", "--registry", "http://r"],
                 name => vec!["mcs-admin", name],
             };
             let parsed = Cli::try_parse_from(&argv).unwrap();
@@ -370,6 +424,9 @@ mod tests {
             &["mcs-admin", "ls", "things"],
             &["mcs-admin", "get", "pool"],
             &["mcs-admin", "-o", "xml", "describe"],
+            &["mcs-admin", "status"],
+            &["mcs-admin", "watch", "things", "--registry", "http://r"],
+            &["mcs-admin", "status", "--registry", "http://r", "--registry-client-cert", "c"],
         ] {
             assert!(Cli::try_parse_from(argv).is_err(), "{argv:?}");
         }

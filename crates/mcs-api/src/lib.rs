@@ -20,6 +20,7 @@ mod query;
 mod router_replica;
 mod scalar;
 mod service;
+pub mod status;
 
 pub use cluster::{Cluster, ClusterRegistered, ClusterRegistration};
 pub use error::{ErrorBody, ErrorCode, FieldError};
@@ -34,6 +35,7 @@ pub use service::{
     ExportSpec, ImportCluster, IpFamily, Protocol, ServiceImport, ServiceName, ServicePort,
     ServiceType, SessionAffinity, TrafficPolicy, Withdrawn,
 };
+pub use status::{Finding, Severity, Status};
 
 /// Rules that span several fields of a parsed request.
 ///

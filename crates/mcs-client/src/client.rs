@@ -171,6 +171,17 @@ impl Client {
         self.list().await
     }
 
+    /// `GET /v1/status`: the registry's status document (with retries).
+    pub async fn status(&self) -> Result<mcs_api::Status, Error> {
+        self.retrying(|| async {
+            let request = Request::get(self.path(&["v1", "status"]));
+            let (status, headers, body) =
+                self.send(request, None, self.inner.config.request_timeout).await?;
+            decode(status, &headers, &body)
+        })
+        .await
+    }
+
     /// `GET` of any section's list (with retries).
     pub async fn list<L: Section>(&self) -> Result<L, Error> {
         let polled = self.retrying(|| self.poll::<L>(None, None)).await?;

@@ -21,6 +21,7 @@ pub mod leader;
 pub mod metadata;
 pub mod metrics;
 mod pace;
+pub mod plugin;
 pub mod rbac;
 pub mod registration;
 pub mod run;

@@ -94,6 +94,16 @@ impl ExpiryGuard {
         self.held_since.is_some()
     }
 
+    /// When the hold in force began.
+    pub fn held_since_ms(&self) -> Option<u64> {
+        self.held_since
+    }
+
+    /// The policy it judges by (its `min_count` at least 2).
+    pub fn policy(&self) -> &HoldPolicy {
+        &self.policy
+    }
+
     /// How late a renewal may arrive before its lease is at risk.
     pub fn renewal_slack_ms(&self) -> u64 {
         self.policy.renewal_slack_ms
@@ -194,6 +204,8 @@ mod tests {
             Verdict::Hold { since_ms: 1_000, started: true }
         );
         assert!(g.is_holding());
+        assert_eq!(g.held_since_ms(), Some(1_000));
+        assert_eq!(g.policy().max_hold_ms, 30_000);
         assert_eq!(
             g.judge(20_000, LeaseCounts { due: 8, at_risk: 8, live: 10, holders: 2 }),
             Verdict::Hold { since_ms: 1_000, started: false }
@@ -205,6 +217,7 @@ mod tests {
         );
         g.expired(31_000, 8);
         assert!(!g.is_holding());
+        assert_eq!(g.held_since_ms(), None);
         assert_eq!(
             g.judge(32_000, LeaseCounts { due: 2, at_risk: 2, live: 2, holders: 2 }),
             Verdict::Expire,

@@ -320,6 +320,12 @@ impl View {
         holders.len()
     }
 
+    /// The keys of the leases at risk at `now_ms`, each once
+    /// ([`View::leases_at_risk`] counts them), for reports of which.
+    pub fn keys_at_risk(&self, now_ms: u64, slack_ms: u64) -> impl Iterator<Item = &Key> {
+        self.at_risk(now_ms, slack_ms)
+    }
+
     /// The keys of the leases at risk at `now_ms`, each once.
     fn at_risk(&self, now_ms: u64, slack_ms: u64) -> impl Iterator<Item = &Key> {
         let late = move |due: u64| due.saturating_add(slack_ms) < now_ms;

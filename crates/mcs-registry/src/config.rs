@@ -24,6 +24,16 @@ pub enum StorageKind {
     Dynamodb,
 }
 
+impl StorageKind {
+    /// The kind as `--storage` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageKind::Memory => "memory",
+            StorageKind::Dynamodb => "dynamodb",
+        }
+    }
+}
+
 /// Where the served pools and routers come from (docs/design.md §14).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 pub enum PoolDiscovery {
@@ -445,6 +455,10 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// This registrar's writer id.
     pub writer_id: String,
+    /// `--storage`.
+    pub storage: StorageKind,
+    /// `--region`, when given (the status document names it).
+    pub region: Option<String>,
     /// How long to wait for storage at startup; `None`: for ever.
     pub storage_connect_timeout: Option<Duration>,
     /// Logged as warnings at startup: settings from the environment that
@@ -643,6 +657,8 @@ impl Settings {
             max_watches: args.max_watches,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
             writer_id,
+            storage: args.storage,
+            region: args.store.region.clone(),
             storage_connect_timeout: mcs_store::args::connect_timeout(
                 args.storage_connect_timeout_secs,
             ),

@@ -62,6 +62,20 @@ pub enum PollOutcome {
     TableMissing,
 }
 
+/// What the reader's polls came to, for the status document
+/// (`crate::http::status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PollFacts {
+    /// When (by the view's clock) the last successful full read ended.
+    pub last_full_read_ms: Option<u64>,
+    /// What the last successful poll was.
+    pub last_poll: Option<mcs_api::status::PollKind>,
+    /// Polls failed since the last successful one.
+    pub failed_in_a_row: u64,
+    /// Failed polls since startup, by kind of storage error.
+    pub errors: std::collections::BTreeMap<&'static str, u64>,
+}
+
 /// The shared, served view of one registry process.
 #[derive(Debug)]
 pub struct LiveView {
@@ -83,6 +97,7 @@ pub struct LiveView {
     /// Whether pool discovery (`crate::discovery`) has a complete list and
     /// no error streak; always true for registrations.
     discovery_complete: AtomicBool,
+    polls: Mutex<PollFacts>,
 }
 
 impl LiveView {
@@ -120,6 +135,7 @@ impl LiveView {
             holding: AtomicBool::new(false),
             published_complete: AtomicBool::new(false),
             discovery_complete: AtomicBool::new(true),
+            polls: Mutex::new(PollFacts::default()),
         }
     }
 
@@ -272,6 +288,22 @@ impl LiveView {
         if outcome != PollOutcome::Failed {
             self.table_missing.store(outcome == PollOutcome::TableMissing, Ordering::SeqCst);
         }
+        {
+            use mcs_api::status::PollKind;
+            let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+            match outcome {
+                PollOutcome::Failed | PollOutcome::TableMissing => polls.failed_in_a_row += 1,
+                PollOutcome::DeltaRead => {
+                    polls.failed_in_a_row = 0;
+                    polls.last_poll = Some(PollKind::Delta);
+                }
+                PollOutcome::FullRead => {
+                    polls.failed_in_a_row = 0;
+                    polls.last_poll = Some(PollKind::Full);
+                    polls.last_full_read_ms = Some(self.clock.now_ms());
+                }
+            }
+        }
         if !matches!(outcome, PollOutcome::Failed | PollOutcome::TableMissing) {
             let now = self.clock.now_ms();
             self.last_poll_ok_ms.store(now, Ordering::SeqCst);
@@ -281,6 +313,50 @@ impl LiveView {
             }
         }
         self.publish_completeness();
+    }
+
+    /// Counts a read of storage that failed with an error of `kind`
+    /// (`unavailable`, `missing`, ...): the status document's storage
+    /// errors by kind.
+    pub fn note_storage_error(&self, kind: &'static str) {
+        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        *polls.errors.entry(kind).or_default() += 1;
+    }
+
+    /// What the reader's polls came to so far.
+    pub fn poll_facts(&self) -> PollFacts {
+        self.polls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// When the expiry hold in force began, and the hold policy.
+    pub fn hold_facts(&self) -> (Option<u64>, HoldPolicy) {
+        let guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
+        (guard.held_since_ms(), *guard.policy())
+    }
+
+    /// Why lists are not complete: empty exactly when
+    /// [`LiveView::is_complete`] holds.
+    pub fn incomplete_because(&self) -> Vec<mcs_api::status::Incomplete> {
+        use mcs_api::status::Incomplete;
+        let last = self.last_poll_ok_ms.load(Ordering::SeqCst);
+        let mut why = Vec::new();
+        if !self.is_ready() {
+            why.push(Incomplete::NotReady);
+        } else if self.clock.now_ms().saturating_sub(last) > self.stale_after_ms {
+            why.push(Incomplete::Stale);
+        }
+        if self.holding.load(Ordering::SeqCst) {
+            why.push(Incomplete::Hold);
+        }
+        if !self.is_discovery_complete() {
+            why.push(Incomplete::Discovery);
+        }
+        why
+    }
+
+    /// `--stale-after-secs`, in milliseconds.
+    pub fn stale_after_ms(&self) -> u64 {
+        self.stale_after_ms
     }
 
     /// Wakes long-polls when completeness flipped since it was last

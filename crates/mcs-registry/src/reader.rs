@@ -169,6 +169,7 @@ impl Reader {
                 if full {
                     self.full_failed(read_started_ms);
                 }
+                self.view.note_storage_error(error_kind(&error));
                 self.view.mark_poll(outcome);
                 return;
             }
@@ -235,6 +236,7 @@ impl Reader {
                     // Renewals reach this view only through lease ends: the
                     // poll failed, and the next one asks the same window.
                     tracing::warn!(%error, "lease ends read failed; serving the last view");
+                    self.view.note_storage_error(error_kind(&error));
                     self.watermark_ms = previous_watermark;
                     self.view.mark_poll(PollOutcome::Failed);
                     return;
@@ -351,4 +353,17 @@ async fn measured<T>(
     let outcome = if result.is_ok() { "ok" } else { "error" };
     metrics::counter!(m::READER_POLLS, "mode" => mode, "outcome" => outcome).increment(1);
     result
+}
+
+/// The kind of a storage error, as the status document counts it.
+fn error_kind(error: &StoreError) -> &'static str {
+    match error {
+        StoreError::Unavailable(_) => "unavailable",
+        StoreError::Schema(_) => "schema",
+        StoreError::Missing(_) => "missing",
+        StoreError::SchemaTooNew { .. } => "schema_too_new",
+        StoreError::TooLarge { .. } => "too_large",
+        StoreError::Corrupt(_) => "corrupt",
+        StoreError::Other(_) => "other",
+    }
 }

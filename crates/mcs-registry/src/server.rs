@@ -92,6 +92,7 @@ impl Registry {
             shutdown: shutdown_rx,
             spiffe_trust_domain: settings.spiffe_trust_domain.clone(),
             discovered: settings.discovery.is_some(),
+            about: crate::http::status::About::of(settings),
         });
         Self { state, reader, shutdown }
     }

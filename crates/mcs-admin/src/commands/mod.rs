@@ -11,6 +11,8 @@ mod get;
 mod ls;
 mod migrate;
 mod restore;
+mod status;
+mod watch;
 
 use crate::cli::{Cli, Command, GlobalArgs};
 use crate::connect::{Location, ensure_schema};
@@ -61,6 +63,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Doctor(args) => doctor::run(global, args).await,
         Command::Gc(args) => gc::run(global, args).await,
         Command::Diff(args) => diff::run(global, args).await,
+        Command::Status(args) => status::run(global, args).await,
+        Command::Watch(args) => watch::run(global, args).await,
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let script =

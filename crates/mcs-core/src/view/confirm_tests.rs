@@ -179,6 +179,8 @@ fn raised_leases_are_at_risk_together_once_a_poll_is_missed() {
     assert_eq!(v.leases_at_risk(26_000 + SKEW + REFRESH, REFRESH), 0);
     assert_eq!(v.leases_at_risk(26_000 + SKEW + REFRESH + 1, REFRESH), 1);
     assert_eq!(at_risk_by_brute_force(&v, 26_000 + SKEW + REFRESH + 1, REFRESH), 1);
+    let keys: Vec<&Key> = v.keys_at_risk(26_000 + SKEW + REFRESH + 1, REFRESH).collect();
+    assert_eq!(keys, [&pool.key], "the keys counted, for reports of which");
     // A poll that does not raise it again still confirms it.
     v.confirm_leases(&[], window(26_000, 28_000), 28_000);
     assert_eq!(lease_of(&v, &pool), Some(43_500), "not raised again yet");

@@ -6,6 +6,7 @@ mod error;
 mod extract;
 mod lists;
 mod openapi;
+pub mod status;
 mod writes;
 
 pub use error::ApiError;
@@ -52,6 +53,8 @@ pub struct AppState {
     /// Pools and routers are discovered (`crate::discovery`): their writes
     /// answer `501`.
     pub discovered: bool,
+    /// What the status document says of this process (`status`).
+    pub about: status::About,
 }
 
 /// The public API router.
@@ -94,6 +97,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/exports", get(lists::exports))
         .route("/v1/imports", get(lists::imports))
+        .route("/v1/status", get(status::json))
         // Unversioned aliases of the Global Discovery Service's paths.
         .route("/pools", unless_discovered(post_501, post(writes::register_pool)).get(lists::pools))
         .route("/routers", get(lists::routers));
@@ -116,7 +120,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The operators' router: `/metrics`, `/healthz`, `/readyz`.
+/// The operators' router: `/metrics`, `/healthz`, `/readyz`, and the
+/// status document and page (`status`).
 pub fn admin_router(state: Arc<AppState>, metrics: PrometheusHandle) -> Router {
     Router::new()
         .route(
@@ -131,6 +136,7 @@ pub fn admin_router(state: Arc<AppState>, metrics: PrometheusHandle) -> Router {
         )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(status::admin_routes(&state))
         .fallback(not_found)
         .with_state(state)
 }

@@ -9,6 +9,10 @@
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use mcs_api::status::{
+    ClusterStatus, ConflictStatus, ErrorCount, Finding, HoldStatus, Incomplete, LeasedStatus,
+    PollKind, ProcessStatus, ReaderStatus, SectionStatus, Severity, Status, ViewStatus,
+};
 use mcs_api::{
     Cluster, ClusterList, ClusterRegistered, ClusterRegistration, ErrorBody, Export,
     ExportAccepted, ExportList, ExportRequest, ImportList, ListQuery, Pool, PoolList,
@@ -45,6 +49,8 @@ may not read or write what it asked for.";
         ClusterRegistration, ClusterRegistered, ClusterList, Cluster,
         ExportRequest, ExportAccepted, ExportList, Export, ImportList, ServiceImport,
         Withdrawn, ErrorBody,
+        Status, ProcessStatus, ViewStatus, Incomplete, SectionStatus, ReaderStatus, PollKind,
+        ErrorCount, ClusterStatus, LeasedStatus, HoldStatus, ConflictStatus, Finding, Severity,
     ))
 )]
 struct Components;
@@ -123,6 +129,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
             write(path, None, "Withdrawn", id),
         );
     }
+    paths.add_path_operation("/v1/status", vec![HttpMethod::Get], status());
     paths.add_path_operation("/healthz", vec![HttpMethod::Get], healthz());
     paths.add_path_operation("/readyz", vec![HttpMethod::Get], readyz());
     paths.add_path_operation("/openapi.json", vec![HttpMethod::Get], openapi());
@@ -372,6 +379,28 @@ fn healthz() -> OperationBuilder {
                     .build(),
             ),
         )
+        .response("503", too_many_connections())
+}
+
+/// `GET /v1/status` (issue 26).
+fn status() -> OperationBuilder {
+    OperationBuilder::new()
+        .operation_id(Some("status"))
+        .tag("status")
+        .description(Some(
+            "This registry's view of the clusterset: the process, the view (complete and why \
+             not, a fingerprint per section), the reader, the clusters, pools and routers, the \
+             mass-expiry hold, the conflicts, and the findings derived from them, each with a \
+             severity, a one-line explanation and its runbook in docs/operations.md. Also on the \
+             admin port, beside the same document as an HTML page at `/status`.",
+        ))
+        .response(
+            "200",
+            ResponseBuilder::new()
+                .description("the status document, now")
+                .content("application/json", json("Status")),
+        )
+        .response("403", forbidden("read"))
         .response("503", too_many_connections())
 }
 

@@ -164,5 +164,6 @@ mod ownership;
 mod reach_back;
 mod readiness;
 mod resources;
+mod status;
 mod validation;
 mod watch;

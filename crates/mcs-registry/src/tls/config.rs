@@ -38,8 +38,9 @@ pub struct TlsArgs {
     #[arg(long, env = "MCS_TLS_CLIENT_CA_FILE")]
     pub tls_client_ca_file: Option<PathBuf>,
 
-    /// Serve the admin port over TLS too, with the same certificate and no
-    /// client certificates.
+    /// Serve the admin port over TLS too, with the same certificate; client
+    /// certificates are asked for but not required (the status page's
+    /// readers under --authz spiffe present one, probes none).
     #[arg(long, env = "MCS_ADMIN_TLS")]
     pub admin_tls: bool,
 

@@ -66,8 +66,9 @@ pub enum TlsError {
 pub struct Configs {
     /// The API port's: client certificates verified when a client CA is set.
     pub api: Arc<ServerConfig>,
-    /// The admin port's (`--admin-tls`): the same certificate, no client
-    /// certificates (probes and scrapers present none).
+    /// The admin port's (`--admin-tls`): the same certificate; a client
+    /// certificate of the client CA is asked for, not required (probes and
+    /// scrapers present none; the status page's readers may).
     pub admin: Arc<ServerConfig>,
 }
 
@@ -144,6 +145,10 @@ fn load(settings: &TlsSettings, contents: &Contents) -> Result<(Configs, Expirie
         path: settings.key_path.clone(),
         message: format!("does not go with {}: {e}", config::CERT_FLAG),
     };
+    // The admin port asks for a client certificate without requiring one:
+    // probes and scrapers present none, and an operator's identity reads
+    // the status page under --authz spiffe (issue 26).
+    let mut admin_verifier = None;
     let api = match (&settings.client_ca_path, &contents.client_ca) {
         (Some(path), Some(pem)) => {
             let cas = certificates(config::CLIENT_CA_FLAG, path, pem)?;
@@ -157,10 +162,17 @@ fn load(settings: &TlsSettings, contents: &Contents) -> Result<(Configs, Expirie
                 roots.add(ca.clone()).map_err(|e| invalid(format!("certificate {i}: {e}")))?;
                 expiries.push(("client_ca", i, x509::not_after(ca).unwrap_or(0)));
             }
+            let roots = Arc::new(roots);
             let verifier =
-                WebPkiClientVerifier::builder_with_provider(roots.into(), provider.clone())
+                WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
                     .build()
                     .map_err(|e| invalid(e.to_string()))?;
+            admin_verifier = Some(
+                WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+                    .allow_unauthenticated()
+                    .build()
+                    .map_err(|e| invalid(e.to_string()))?,
+            );
             builder()?
                 .with_client_cert_verifier(verifier)
                 .with_single_cert(chain.clone(), key.clone_key())
@@ -171,8 +183,12 @@ fn load(settings: &TlsSettings, contents: &Contents) -> Result<(Configs, Expirie
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(invalid_pair)?,
     };
-    let admin =
-        builder()?.with_no_client_auth().with_single_cert(chain, key).map_err(invalid_pair)?;
+    let admin = match admin_verifier {
+        Some(verifier) => builder()?.with_client_cert_verifier(verifier),
+        None => builder()?.with_no_client_auth(),
+    }
+    .with_single_cert(chain, key)
+    .map_err(invalid_pair)?;
     Ok((Configs { api: Arc::new(with_alpn(api)), admin: Arc::new(with_alpn(admin)) }, expiries))
 }
 

@@ -248,3 +248,46 @@ async fn a_certificate_naming_no_single_identity_is_refused_with_the_reason() {
     let refused = call(&addr, &via(&expired), "GET", "/v1/pools", None).await;
     assert!(refused.is_err(), "an expired intermediate: {refused:?}");
 }
+
+/// The status document (`/v1/status`, either port) and the admin port's
+/// `/status` page are reads like any list under `--authz spiffe` (issue
+/// 26): every identity of the trust domain, nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_document_and_page_are_reads_on_either_port() {
+    let ca = Ca::new("ca");
+    let clients = Ca::new("clients");
+    let dir = Dir::new("authz-status");
+    let mut flags = server_files(&dir, &ca.server("server"));
+    flags.extend(
+        [
+            "--tls-client-ca-file",
+            &dir.write("clients.pem", &clients.pem()),
+            "--authz",
+            "spiffe",
+            "--spiffe-trust-domain",
+            "example.org",
+            "--admin-tls",
+        ]
+        .map(str::to_owned),
+    );
+    let registry = RegistryProcess::start_listening(REGISTRY, &strs(&flags)).await;
+    let api = registry.api_url().strip_prefix("http://").unwrap().to_owned();
+    let admin_port = registry.admin_url().strip_prefix("http://").unwrap().to_owned();
+    let id = |uris: &[&str]| client(&ca, Some(&clients.client(uris, None)), H1);
+    let cluster = id(&["spiffe://example.org/cluster/a"]);
+    let foreign = id(&["spiffe://evil.org/cluster/a"]);
+    eventually(Duration::from_secs(20), "ready", async || {
+        call(&admin_port, &cluster, "GET", "/readyz", None).await.is_ok_and(|(s, _)| s == 200)
+    })
+    .await;
+    for addr in [&api, &admin_port] {
+        let (status, body) = call(addr, &cluster, "GET", "/v1/status", None).await.unwrap();
+        assert_eq!(status, 200, "{addr}: {body}");
+        assert_eq!(body["process"]["ready"], json!(true), "{body}");
+        let (status, body) = call(addr, &foreign, "GET", "/v1/status", None).await.unwrap();
+        assert_eq!(status, 403, "{addr}: {body}");
+        assert_eq!(body["error"], json!("forbidden"), "{body}");
+    }
+    let (status, body) = call(&admin_port, &foreign, "GET", "/status", None).await.unwrap();
+    assert_eq!((status, &body["error"]), (403, &json!("forbidden")), "{body}");
+}
