@@ -215,8 +215,9 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
 
-    /// Watches (long-polls) waiting at once; past it, 503. At most
-    /// --max-connections: each waits on a connection of its own.
+    /// Watches open at once (long-polls waiting and event streams); past
+    /// it, 503. At most --max-connections: each holds a connection of its
+    /// own.
     #[arg(long, env = "MCS_MAX_WATCHES", default_value_t = 512)]
     pub max_watches: usize,
 

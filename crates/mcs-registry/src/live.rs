@@ -1,6 +1,7 @@
 //! The view as the HTTP layer sees it: the merged [`View`] behind a lock,
-//! completeness, a change signal for long-polls, and rendered list bodies
-//! cached per section until its content or completeness changes.
+//! completeness, a change signal for long-polls, rendered list bodies
+//! cached per section until its content or completeness changes, and the
+//! sections' event journals (`crate::events`).
 //!
 //! ```text
 //!  Registrar ─apply─┐          ┌─► render(section) ─► GET lists (cached bytes)
@@ -10,6 +11,7 @@
 //! ```
 
 use crate::clock::Clock;
+use crate::events::Journals;
 use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::section::ListBody;
@@ -83,6 +85,8 @@ pub struct LiveView {
     /// Whether pool discovery (`crate::discovery`) has a complete list and
     /// no error streak; always true for registrations.
     discovery_complete: AtomicBool,
+    /// The sections' changes as events, for event watches.
+    events: Journals,
 }
 
 impl LiveView {
@@ -120,6 +124,7 @@ impl LiveView {
             holding: AtomicBool::new(false),
             published_complete: AtomicBool::new(false),
             discovery_complete: AtomicBool::new(true),
+            events: Journals::default(),
         }
     }
 
@@ -342,6 +347,11 @@ impl LiveView {
             && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
             && !self.holding.load(Ordering::SeqCst)
             && self.is_discovery_complete()
+    }
+
+    /// The sections' event journals (`crate::events`).
+    pub fn events(&self) -> &Journals {
+        &self.events
     }
 
     /// A receiver that sees a new value whenever any served section changes.

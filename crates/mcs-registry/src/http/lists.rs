@@ -1,7 +1,8 @@
 //! `GET` of the lists: strong `ETag` = fingerprint (suffixed `-incomplete`
 //! while the list is incomplete), `If-None-Match` → `304`, and
 //! `?watch=true&timeout_secs=N` long-polls until the `ETag` differs; at most
-//! `--max-watches` wait at once, one more is answered `503`.
+//! `--max-watches` wait at once, one more is answered `503`;
+//! `?watch=events` streams the changes instead (`super::events`).
 
 use super::AppState;
 use super::extract::ValidQuery;
@@ -10,7 +11,7 @@ use crate::metrics as m;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcs_api::ListQuery;
+use mcs_api::{ListQuery, Watch};
 use mcs_core::SectionKind;
 use std::pin::pin;
 use std::sync::Arc;
@@ -66,6 +67,11 @@ async fn list(
     ValidQuery(query): ValidQuery<ListQuery>,
     section: SectionKind,
 ) -> Response {
+    if query.watch == Watch::Events {
+        let mut response = super::events::stream(&state, &headers, &query, section);
+        response.extensions_mut().insert(super::Watched);
+        return response;
+    }
     let known = if_none_match(&headers);
     // Subscribe before the first look, so a change between the look and the
     // wait is not missed.
@@ -73,9 +79,10 @@ async fn list(
     let mut shutdown = state.shutdown.clone();
     let timeout =
         query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
+    let poll = query.watch == Watch::Poll;
     let mut response =
-        watch(&state, &known, &mut changes, &mut shutdown, timeout, query.watch, section).await;
-    if query.watch {
+        watch(&state, &known, &mut changes, &mut shutdown, timeout, poll, section).await;
+    if poll {
         response.extensions_mut().insert(super::Watched);
     }
     response
@@ -123,7 +130,7 @@ async fn watch(
 
 /// The entity tags of `If-None-Match`, unquoted (weak ones compared by
 /// their opaque part, as RFC 9110 prescribes for this header).
-fn if_none_match(headers: &HeaderMap) -> Vec<String> {
+pub(super) fn if_none_match(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
@@ -161,14 +168,14 @@ fn not_modified(rendered: &Rendered) -> Response {
 }
 
 /// A slot of `--max-watches`, held (and counted in `mcs_http_watchers`)
-/// while a long-poll waits.
-struct WatchSlot {
+/// while a long-poll waits or an event stream is open.
+pub(super) struct WatchSlot {
     _permit: OwnedSemaphorePermit,
 }
 
 impl WatchSlot {
     /// A slot, or `None` when every slot is taken.
-    fn take(state: &AppState) -> Option<Self> {
+    pub(super) fn take(state: &AppState) -> Option<Self> {
         let permit = state.watch_slots.clone().try_acquire_owned().ok()?;
         metrics::gauge!(m::WATCHERS).increment(1.0);
         Some(WatchSlot { _permit: permit })

@@ -24,6 +24,7 @@ struct Harness {
     store: Arc<MemoryStore>,
 }
 
+#[derive(Debug)]
 struct Reply {
     status: StatusCode,
     headers: HeaderMap,
@@ -155,6 +156,7 @@ fn fingerprint(reply: &Reply) -> String {
 }
 
 mod discovery;
+mod events;
 mod expiry;
 mod faulty;
 mod hardening;
