@@ -13,16 +13,24 @@ use serde::{Deserialize, Serialize};
 pub enum WatchEvent<T> {
     /// An item appeared (or, at the start of a stream, is served).
     Added {
+        /// The item's key, as people read it (`pool_id`,
+        /// `cluster/namespace/name`...): what `MODIFIED` and `DELETED`
+        /// name it by.
+        key: String,
         /// The item, as the list serves it.
         object: T,
     },
     /// An item's served content changed.
     Modified {
+        /// The item's key.
+        key: String,
         /// The item as it is now.
         object: T,
     },
     /// An item is no longer served.
     Deleted {
+        /// The item's key.
+        key: String,
         /// The item as it was last served.
         object: T,
     },
@@ -67,8 +75,11 @@ mod tests {
     #[test]
     fn events_read_as_the_registry_writes_them() {
         let added: WatchEvent<serde_json::Value> =
-            parse(r#"{"type":"ADDED","object":{"a":1}}"#).unwrap();
-        assert_eq!(added, WatchEvent::Added { object: serde_json::json!({"a": 1}) });
+            parse(r#"{"type":"ADDED","key":"k","object":{"a":1}}"#).unwrap();
+        assert_eq!(
+            added,
+            WatchEvent::Added { key: "k".into(), object: serde_json::json!({"a": 1}) }
+        );
         let bookmark: WatchEvent<serde_json::Value> = parse(
             r#"{"type":"BOOKMARK","resource_version":"a-1","fingerprint":"f","complete":true}"#,
         )
@@ -83,8 +94,8 @@ mod tests {
         );
         let later: WatchEvent<serde_json::Value> = parse(r#"{"type":"LATER","x":1}"#).unwrap();
         assert_eq!(later, WatchEvent::Unknown);
-        round_trip(&WatchEvent::<u8>::Deleted { object: 3 });
-        round_trip(&WatchEvent::<u8>::Modified { object: 4 });
+        round_trip(&WatchEvent::<u8>::Deleted { key: "k".into(), object: 3 });
+        round_trip(&WatchEvent::<u8>::Modified { key: "k".into(), object: 4 });
         round_trip(&WatchEvent::<u8>::Completeness { complete: false });
         round_trip(&WatchEvent::<u8>::Error {
             object: ErrorBody::new(ErrorCode::Expired, "behind"),

@@ -45,6 +45,7 @@ mod backoff;
 mod client;
 mod error;
 pub mod keeper;
+mod stream;
 mod tls;
 pub mod watch;
 

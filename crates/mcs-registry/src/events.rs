@@ -236,7 +236,7 @@ impl Journal {
                     (Some(json), previous) => {
                         let json = Bytes::from(json);
                         let kind = if previous.is_some() { "MODIFIED" } else { "ADDED" };
-                        push_event(&mut events, kind, &json);
+                        push_event(&mut events, kind, &item.key, &json);
                         (item.digest, json)
                     }
                     (None, Some(unchanged)) => unchanged,
@@ -245,8 +245,8 @@ impl Journal {
                 };
                 state.items.insert(item.key, entry);
             }
-            for (_, json) in old.into_values() {
-                push_event(&mut events, "DELETED", &json);
+            for (key, (_, json)) in old {
+                push_event(&mut events, "DELETED", &key, &json);
             }
         } else {
             drop(read);
@@ -308,10 +308,11 @@ impl State {
         {
             return bytes.clone();
         }
-        let size: usize = self.items.values().map(|(_, json)| json.len() + 32).sum();
+        let size: usize =
+            self.items.iter().map(|(key, (_, json))| key.len() + json.len() + 48).sum();
         let mut out = Vec::with_capacity(size + 160);
-        for (_, json) in self.items.values() {
-            push_event(&mut out, "ADDED", json);
+        for (key, (_, json)) in &self.items {
+            push_event(&mut out, "ADDED", key, json);
         }
         out.extend_from_slice(&self.bookmark(instance));
         let bytes = Bytes::from(out);
@@ -328,11 +329,14 @@ impl State {
     }
 }
 
-/// `{"type":"<kind>","object":<json>}` and a newline.
-fn push_event(out: &mut Vec<u8>, kind: &str, object: &[u8]) {
+/// `{"type":"<kind>","key":"<key>","object":<json>}` and a newline.
+fn push_event(out: &mut Vec<u8>, kind: &str, key: &str, object: &[u8]) {
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(b"\",\"key\":");
+    // Serializing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.extend_from_slice(b",\"object\":");
     out.extend_from_slice(object);
     out.extend_from_slice(b"}\n");
 }

@@ -154,6 +154,13 @@ fn watch_event(doc: &mut utoipa::openapi::OpenApi) {
             "object",
             ObjectBuilder::new().description(Some("the item, or an `ErrorBody` for `ERROR`")),
         )
+        .property(
+            "key",
+            string().description(Some(
+                "the item's key (`pool_id`, `cluster/namespace/name`...), on `ADDED`, \
+                 `MODIFIED` and `DELETED`",
+            )),
+        )
         .property("resource_version", string())
         .property("fingerprint", string())
         .property("complete", ObjectBuilder::new().schema_type(Type::Boolean))

@@ -87,6 +87,7 @@ async fn a_stream_sends_the_list_then_each_change_with_the_lists_fingerprint() {
     let first = stream.batch().await;
     assert_eq!(kinds(&first), ["ADDED", "BOOKMARK"]);
     assert_eq!(first[0]["object"], h.get("/v1/pools").await.body["pools"][0]);
+    assert_eq!(first[0]["key"], a, "keyed as people read pool keys");
     let list = h.get("/v1/pools").await;
     assert_eq!(first[1]["fingerprint"], list.body["fingerprint"]);
     assert_eq!(first[1]["complete"], json!(true));
@@ -109,6 +110,7 @@ async fn a_stream_sends_the_list_then_each_change_with_the_lists_fingerprint() {
     let deleted = stream.batch().await;
     assert_eq!(kinds(&deleted), ["DELETED", "BOOKMARK"]);
     assert_eq!(deleted[0]["object"]["pool_id"], a);
+    assert_eq!(deleted[0]["key"], a);
     assert_eq!(deleted[1]["fingerprint"], h.get("/v1/pools").await.body["fingerprint"]);
 
     // Every list streams; each only its own changes.
