@@ -21,7 +21,7 @@ use mcs_core::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
 /// A list body ready to send, with its fingerprint.
@@ -35,6 +35,9 @@ pub struct Rendered {
     pub etag: String,
     /// `{"<section>": [...], "complete": ..., "fingerprint": ...}`.
     pub body: Bytes,
+    /// `body` gzip-compressed, on first demand: once per change of the
+    /// list, whoever asks.
+    gzip: OnceLock<Bytes>,
 }
 
 impl Rendered {
@@ -42,7 +45,20 @@ impl Rendered {
     fn new(body: ListBody, complete: bool) -> Self {
         let ListBody { fingerprint, body } = body;
         let etag = if complete { fingerprint.clone() } else { format!("{fingerprint}-incomplete") };
-        Rendered { fingerprint, etag, body: Bytes::from(body) }
+        Rendered { fingerprint, etag, body: Bytes::from(body), gzip: OnceLock::new() }
+    }
+
+    /// `body` gzip-compressed (computed once, then shared).
+    pub fn gzip(&self) -> &Bytes {
+        self.gzip.get_or_init(|| {
+            let mut encoder = flate2::write::GzEncoder::new(
+                Vec::with_capacity(self.body.len() / 4 + 64),
+                flate2::Compression::default(),
+            );
+            // Writing to a Vec cannot fail.
+            let _ = std::io::Write::write_all(&mut encoder, &self.body);
+            Bytes::from(encoder.finish().unwrap_or_default())
+        })
     }
 }
 

@@ -250,7 +250,8 @@ fn etag() -> utoipa::openapi::header::Header {
         .schema(ObjectBuilder::new().schema_type(Type::String))
         .description(Some(
             "the list's fingerprint, quoted (a strong entity tag), suffixed `-incomplete` while \
-             the list is incomplete, so that a flip of `complete` changes it",
+             the list is incomplete, so that a flip of `complete` changes it, and `-gzip` for \
+             the gzip-compressed body (`Accept-Encoding: gzip`)",
         ))
         .build()
 }

@@ -155,6 +155,7 @@ fn fingerprint(reply: &Reply) -> String {
     reply.body["fingerprint"].as_str().unwrap().to_owned()
 }
 
+mod compression;
 mod discovery;
 mod events;
 mod expiry;
