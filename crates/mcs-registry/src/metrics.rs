@@ -178,6 +178,7 @@ fn register_zero() {
     metrics::counter!(EXPIRY_HOLDS).increment(0);
     metrics::gauge!(EXPIRIES_HELD).set(0.0);
     metrics::gauge!(WATCHERS).set(0.0);
+    metrics::counter!(WATCH_LAGGED).increment(0);
     for listener in ["api", "admin"] {
         metrics::gauge!(HTTP_CONNECTIONS, "listener" => listener).set(0.0);
     }
