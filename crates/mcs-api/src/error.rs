@@ -24,6 +24,11 @@ pub enum ErrorCode {
     RequestTimeout,
     /// `413`: the body is over the size limit.
     PayloadTooLarge,
+    /// `410`: the `resource_version` of an event watch is older than the
+    /// registry's history, or another process's; list again (one request:
+    /// a watch without it). Also the `ERROR` event of a stream whose
+    /// watcher fell too far behind.
+    Expired,
     /// `503`: storage is unavailable; retry after `Retry-After`.
     Unavailable,
     /// `500`: a fault of the registry itself.

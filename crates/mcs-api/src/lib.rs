@@ -13,6 +13,7 @@
 
 mod cluster;
 mod error;
+mod event;
 mod lease;
 mod list;
 mod pool;
@@ -24,10 +25,11 @@ pub mod status;
 
 pub use cluster::{Cluster, ClusterRegistered, ClusterRegistration};
 pub use error::{ErrorBody, ErrorCode, FieldError};
+pub use event::{Bookmark, WatchEvent};
 pub use lease::Lease;
 pub use list::{ClusterList, ExportList, ImportList, PoolList, RouterList};
 pub use pool::{Capacity, Location, Pool, PoolId, PoolKey, PoolRegistered, PoolRegistration};
-pub use query::{ListQuery, Withdrawal};
+pub use query::{ListQuery, MAX_RESOURCE_VERSION_LEN, Watch, Withdrawal};
 pub use router_replica::{RouterId, RouterRegistered, RouterRegistration, RouterReplica};
 pub use scalar::{HostPort, Incarnation, Label, NonBlank};
 pub use service::{

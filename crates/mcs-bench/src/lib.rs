@@ -9,6 +9,7 @@
 //!  view            mcs_core::View: 100 changes on 100k records; fingerprints
 //!  propagation     registry A ─POST─► table ◄─poll─ registry B ─watch─► bench
 //!  watch           one registry: POST ─► long-poll wakes; vs the write's 2xx
+//!  watch-fanout    N watchers, one POST: long-polls vs event streams, same run
 //!  get-throughput  wrk ─► GET /v1/pools (registry) vs the same bytes (nginx)
 //!  register-throughput  POST /v1/pools (registry) vs its raw conditional
 //!                  PutItem (DynamoStore::put), same endpoint
@@ -25,6 +26,7 @@ mod register_throughput;
 pub mod report;
 mod view;
 mod watch;
+mod watch_fanout;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -68,6 +70,8 @@ pub enum Command {
     Propagation(propagation::Options),
     /// Long-poll wake-up after a write to the same registry.
     Watch(watch::Options),
+    /// N watchers, one write: long-polls vs event streams.
+    WatchFanout(watch_fanout::Options),
     /// GET /v1/pools throughput vs nginx serving the same bytes (wrk).
     GetThroughput(get_throughput::Options),
     /// POST /v1/pools throughput vs the raw conditional PutItem it issues.
@@ -140,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::View(o) => view::run(&o),
         Command::Propagation(o) => runtime.block_on(propagation::run(&env, &o)),
         Command::Watch(o) => runtime.block_on(watch::run(&env, &o)),
+        Command::WatchFanout(o) => runtime.block_on(watch_fanout::run(&env, &o)),
         Command::GetThroughput(o) => runtime.block_on(get_throughput::run(&env, &o)),
         Command::RegisterThroughput(o) => runtime.block_on(register_throughput::run(&env, &o)),
         Command::All => {

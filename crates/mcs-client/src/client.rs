@@ -317,6 +317,11 @@ impl Client {
         }
     }
 
+    /// The HTTP client of the current TLS files.
+    pub(crate) fn transport_http(&self) -> crate::tls::Http {
+        self.inner.transport.http()
+    }
+
     /// Runs `attempt` until it succeeds, fails with an error that is not
     /// retryable, or the retry deadline would pass before the next try.
     pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<T, Error>
@@ -343,7 +348,7 @@ impl Client {
 
     /// The URL of `segments` under the base. Every segment is a DNS-1123
     /// label or subdomain, or a hex pool id: nothing to percent-encode.
-    fn path(&self, segments: &[&str]) -> String {
+    pub(crate) fn path(&self, segments: &[&str]) -> String {
         let mut url = self.inner.base.clone();
         for segment in segments {
             url.push('/');

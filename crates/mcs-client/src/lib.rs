@@ -46,6 +46,7 @@ mod client;
 mod config;
 mod error;
 pub mod keeper;
+mod stream;
 mod tls;
 pub mod watch;
 

@@ -1,8 +1,14 @@
-//! List-and-watch: one task per watch long-polls a section's list with its
-//! `ETag` and hands each new list to a channel.
+//! List-and-watch: one task per watch follows a section's event stream
+//! (docs/api.md, Event watches), or long-polls its list against a registry
+//! that streams no events, and hands each new list to a channel.
 //!
 //! ```text
-//!  GET /v1/<section>                      first list (and its ETag)
+//!  GET ?watch=events&timeout_secs=N       ADDED.. BOOKMARK: the list; yield it
+//!     then batches .. BOOKMARK            apply; yield the list at each bookmark
+//!     end / cut / ERROR event ─▶ reconnect with &resource_version=<last bookmark's>
+//!                                         and If-None-Match: "<its fingerprint>"
+//!     410 ─▶ watch again without them (the list again)
+//!     422 naming `watch` (a registry before event streams) ─▶ long-poll:
 //!  GET ?watch=true&timeout_secs=N         If-None-Match: "<etag>"
 //!     304 ─▶ unchanged, poll again        200 ─▶ new list: yield it, remember its ETag,
 //!                                                poll again after `watch_min_interval`
@@ -11,14 +17,21 @@
 //!
 //! Nothing is yielded before the first complete list (an incomplete list
 //! must never read as "these are all the records"). From then on every
-//! list whose `ETag` differs from the last yielded one is yielded once, so
-//! a flip of `complete` arrives as a list with `complete` changed (the
-//! `ETag` carries `-incomplete`). A reconnect asks with the last `ETag`, so
-//! it yields nothing unless something changed meanwhile.
+//! list whose fingerprint or `complete` differs from the last yielded one
+//! is yielded once, at most one per `watch_min_interval`. A reconnect
+//! resumes where it was, so it yields nothing unless something changed
+//! meanwhile. A list built from events holds its items in the order of
+//! their event keys.
 
 use crate::backoff::Attempts;
+use crate::stream::Opened;
 use crate::{Client, Error, Section};
+use mcs_api::{Bookmark, WatchEvent};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The lists of one section as they change; ends when the token is
@@ -53,6 +66,171 @@ impl Client {
 }
 
 async fn run<L: Section>(
+    client: Client,
+    tx: mpsc::Sender<Result<L, Error>>,
+    cancel: CancellationToken,
+) {
+    let mut out =
+        Out { tx, last: None, min_interval: client.config().watch_min_interval, held_until: None };
+    if follow_events(&client, &mut out, &cancel).await == Ended::Fallback {
+        tracing::info!(section = L::PATH, "the registry streams no events: long-polling");
+        long_poll(client, out.tx, cancel).await;
+    }
+}
+
+/// How [`follow_events`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// Cancelled, the watch dropped, or an error yielded.
+    Done,
+    /// The registry streams no events.
+    Fallback,
+}
+
+/// Where the lists of an event stream go.
+struct Out<L> {
+    tx: mpsc::Sender<Result<L, Error>>,
+    /// The fingerprint and `complete` of the last list yielded.
+    last: Option<(String, bool)>,
+    min_interval: Duration,
+    held_until: Option<Instant>,
+}
+
+impl<L: Section> Out<L> {
+    /// When the next list may be yielded, if not now.
+    fn held(&self) -> Option<Instant> {
+        self.held_until.filter(|until| *until > Instant::now())
+    }
+
+    /// Yields the list of `items` at `at` unless it is the last one
+    /// yielded, or nothing was yielded yet and it is incomplete; `false`
+    /// once the watch is dropped.
+    async fn offer(&mut self, items: &BTreeMap<String, Value>, at: &Bookmark) -> bool {
+        let key = (at.fingerprint.clone(), at.complete);
+        if self.last.as_ref() == Some(&key) || (self.last.is_none() && !at.complete) {
+            return true;
+        }
+        let mut body = serde_json::Map::new();
+        body.insert(L::PATH.to_owned(), Value::Array(items.values().cloned().collect()));
+        body.insert("complete".to_owned(), Value::Bool(at.complete));
+        body.insert("fingerprint".to_owned(), Value::String(at.fingerprint.clone()));
+        let list = serde_json::from_value(Value::Object(body)).map_err(Error::Decode);
+        self.last = Some(key);
+        if !self.min_interval.is_zero() {
+            self.held_until = Some(Instant::now() + self.min_interval);
+        }
+        self.tx.send(list).await.is_ok()
+    }
+}
+
+/// Follows the event stream of `L`, reconnecting and resuming, until
+/// cancelled or the registry turns out to stream no events.
+async fn follow_events<L: Section>(
+    client: &Client,
+    out: &mut Out<L>,
+    cancel: &CancellationToken,
+) -> Ended {
+    let wait = client.config().watch_timeout;
+    let mut attempts = Attempts::new(client.config().backoff);
+    let mut items: BTreeMap<String, Value> = BTreeMap::new();
+    let mut at: Option<Bookmark> = None;
+    loop {
+        let opened = tokio::select! {
+            _ = cancel.cancelled() => return Ended::Done,
+            _ = out.tx.closed() => return Ended::Done,
+            opened = client.open_events::<L>(at.as_ref(), wait) => opened,
+        };
+        let mut stream = match opened {
+            Ok(Opened::Stream(stream)) => stream,
+            Ok(Opened::Unsupported) => return Ended::Fallback,
+            Ok(Opened::Expired) => {
+                tracing::debug!(section = L::PATH, "revision gone: listing again");
+                at = None;
+                continue;
+            }
+            Err(error) if error.is_retryable() || matches!(error, Error::Server { .. }) => {
+                let delay = attempts.delay(error.retry_after());
+                tracing::debug!(section = L::PATH, %error, delay_ms = delay.as_millis() as u64, "watch reconnecting");
+                tokio::select! {
+                    _ = cancel.cancelled() => return Ended::Done,
+                    _ = tokio::time::sleep(delay) => continue,
+                }
+            }
+            Err(error) => {
+                tracing::warn!(section = L::PATH, %error, "watch ended");
+                let _ = out.tx.send(Err(error)).await;
+                return Ended::Done;
+            }
+        };
+        if at.is_none() {
+            // The stream starts with the whole list.
+            items.clear();
+        }
+        // A bookmark not yielded yet, held back by `watch_min_interval`
+        // (if the stream ends first, the next one's bookmark brings it).
+        let mut pending = false;
+        let failed = loop {
+            let held = out.held();
+            let event = tokio::select! {
+                _ = cancel.cancelled() => return Ended::Done,
+                _ = out.tx.closed() => return Ended::Done,
+                _ = tokio::time::sleep_until(held.unwrap_or_else(Instant::now)), if pending => {
+                    pending = false;
+                    if let Some(at) = &at && !out.offer(&items, at).await {
+                        return Ended::Done;
+                    }
+                    continue;
+                }
+                event = stream.next() => event,
+            };
+            match event {
+                Ok(Some(
+                    WatchEvent::Added { key, object } | WatchEvent::Modified { key, object },
+                )) => {
+                    items.insert(key, object);
+                }
+                Ok(Some(WatchEvent::Deleted { key, .. })) => {
+                    items.remove(&key);
+                }
+                Ok(Some(WatchEvent::Bookmark(bookmark))) => {
+                    attempts.reset();
+                    let at = at.insert(bookmark);
+                    if out.held().is_some() {
+                        pending = true;
+                    } else if !out.offer(&items, at).await {
+                        return Ended::Done;
+                    }
+                }
+                Ok(Some(WatchEvent::Error { object })) => {
+                    tracing::debug!(
+                        section = L::PATH,
+                        message = object.message,
+                        "stream ended by the registry"
+                    );
+                    break None;
+                }
+                Ok(Some(WatchEvent::Completeness { .. } | WatchEvent::Unknown)) => {}
+                Ok(None) => break None,
+                Err(error) => break Some(error),
+            }
+        };
+        if let Some(error) = failed {
+            if matches!(error, Error::Decode(_)) {
+                // What was applied is in doubt: list again.
+                at = None;
+            }
+            let delay = attempts.delay(None);
+            tracing::debug!(section = L::PATH, %error, delay_ms = delay.as_millis() as u64, "stream broken: reconnecting");
+            tokio::select! {
+                _ = cancel.cancelled() => return Ended::Done,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+}
+
+/// Long-polls the list of `L` (a registry without event streams).
+async fn long_poll<L: Section>(
     client: Client,
     tx: mpsc::Sender<Result<L, Error>>,
     cancel: CancellationToken,

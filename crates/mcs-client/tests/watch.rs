@@ -121,3 +121,68 @@ async fn a_stream_of_changes_comes_as_one_list_per_min_interval_and_a_lone_chang
     assert!(changed.elapsed() < Duration::from_millis(1_000), "{:?}", changed.elapsed());
     stop.cancel();
 }
+
+/// The watch follows the event stream (one request lists and watches);
+/// against a registry released before event watches (which refuses
+/// `watch=events` with `422` naming `watch`) it long-polls instead, with
+/// the same lists.
+#[tokio::test]
+async fn streams_events_and_long_polls_a_registry_without_them() {
+    for before_events in [false, true] {
+        let fake = FakeRegistry::start().await;
+        fake.set_before_event_watches(before_events);
+        let c = client(&fake);
+        c.register_pool(&pool("a", json!({}))).await.unwrap();
+        let stop = CancellationToken::new();
+        let mut watch = c.watch::<PoolList>(stop.clone());
+        let first = next(&mut watch).await;
+        assert_eq!(names(&first), ["a"], "before_events={before_events}");
+        assert_eq!(first, c.pools().await.unwrap(), "the list as GET serves it");
+        let polls = fake.watches_seen();
+        c.register_pool(&pool("b", json!({}))).await.unwrap();
+        let second = next(&mut watch).await;
+        assert_eq!(second, c.pools().await.unwrap());
+        c.register_pool(&pool("b", json!({"capacity": {"workers": 9}}))).await.unwrap();
+        let third = next(&mut watch).await;
+        assert_eq!(third, c.pools().await.unwrap());
+        let named =
+            |n: &str| third.pools.iter().find(|p| p.pool_key.dgd_name.as_str() == n).unwrap();
+        assert_eq!(named("b").capacity.workers, 9);
+        c.withdraw_pool(&named("a").pool_id, &Default::default()).await.unwrap();
+        let fourth = next(&mut watch).await;
+        assert_eq!(names(&fourth), ["b"]);
+        assert_eq!(fourth, c.pools().await.unwrap());
+        if before_events {
+            assert!(fake.watches_seen() > polls, "long-polls after the refusal");
+            assert_eq!(fake.event_watches_seen(), 1, "asked once, then long-polled");
+        } else {
+            assert!(fake.event_watches_seen() >= 1);
+            // A stream lists and watches: no long-poll was made.
+            assert_eq!(fake.watches_seen(), fake.event_watches_seen());
+        }
+        stop.cancel();
+    }
+}
+
+/// A stream the registry ends (its timeout, here 1 s) or that is cut is
+/// resumed from the last bookmark: the changes meanwhile come once, and
+/// nothing already yielded comes again.
+#[tokio::test]
+async fn a_resumed_stream_yields_only_what_changed() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    let stop = CancellationToken::new();
+    let mut watch = c.watch::<PoolList>(stop.clone());
+    assert!(next(&mut watch).await.pools.is_empty());
+    // Streams of 1 s: several reconnections, nothing yielded.
+    let seen = fake.event_watches_seen();
+    eventually(WITHIN, "two reconnections", async || fake.event_watches_seen() >= seen + 2).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), watch.next()).await.is_err(),
+        "a resumption yielded a repeat"
+    );
+    fake.cut_next_watches(2);
+    c.register_pool(&pool("a", json!({}))).await.unwrap();
+    assert_eq!(names(&next(&mut watch).await), ["a"]);
+    stop.cancel();
+}

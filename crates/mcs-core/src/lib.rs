@@ -31,6 +31,6 @@ pub use hlc::Hlc;
 pub use lease::LeasePolicy;
 pub use record::{Body, ChangeStamp, Key, Kind, LeaseEnd, LeaseTerms, Record, Version};
 pub use rules::{WriteDecision, decide};
-pub use section::{SectionKind, Served};
+pub use section::{SectionKind, Served, ServedItem};
 pub use view::View;
 pub use write::{PlannedWrite, Refusal, WithdrawalPlan, plan_withdrawal};

@@ -159,6 +159,23 @@ pub trait Served {
     /// `cluster/namespace/name`...), with the digest of its content: equal
     /// digests, equal served JSON.
     fn digests(&self) -> Vec<(String, ItemDigest)>;
+
+    /// Each served item in key order, keyed and digested as
+    /// [`Served::digests`] does, with its JSON (the bytes
+    /// [`Served::write_items`] writes for it) when `wanted` asks for it:
+    /// an event stream serializes only what changed.
+    fn items(&self, wanted: &mut dyn FnMut(&str, &ItemDigest) -> bool) -> Vec<ServedItem>;
+}
+
+/// One served item, as [`Served::items`] yields it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedItem {
+    /// Its key, as people read it.
+    pub key: String,
+    /// The digest of its content.
+    pub digest: ItemDigest,
+    /// Its JSON, if asked for.
+    pub json: Option<Vec<u8>>,
 }
 
 impl<K, V> Served for Section<K, V>
@@ -190,6 +207,19 @@ where
 
     fn digests(&self) -> Vec<(String, ItemDigest)> {
         Section::digests(self).map(|(k, d)| (k.to_string(), d)).collect()
+    }
+
+    fn items(&self, wanted: &mut dyn FnMut(&str, &ItemDigest) -> bool) -> Vec<ServedItem> {
+        Section::digests(self)
+            .zip(self.values())
+            .map(|((key, digest), value)| {
+                let key = key.to_string();
+                // Serializing plain data types into a Vec cannot fail.
+                let json =
+                    wanted(&key, &digest).then(|| serde_json::to_vec(value).unwrap_or_default());
+                ServedItem { key, digest, json }
+            })
+            .collect()
     }
 }
 
@@ -324,6 +354,29 @@ mod tests {
             SectionKind::Pools.of(&empty).fingerprint_from_scratch(),
             "recomputed from the items, not a constant"
         );
+    }
+
+    /// An item's JSON is the element the list serves for it, and only the
+    /// items asked for are serialized.
+    #[test]
+    fn items_carry_the_served_json_of_those_asked_for() {
+        let view = view();
+        let exports = SectionKind::Exports.of(&view);
+        let mut asked = Vec::new();
+        let items = exports.items(&mut |key, _| {
+            asked.push(key.to_owned());
+            true
+        });
+        assert_eq!(asked, ["c1/llm/web"]);
+        let mut list = Vec::new();
+        exports.write_items(&mut list);
+        let element = format!("[{}]", String::from_utf8(items[0].json.clone().unwrap()).unwrap());
+        assert_eq!(element.as_bytes(), list.as_slice());
+        let keyed: Vec<_> = items.iter().map(|i| (i.key.clone(), i.digest)).collect();
+        assert_eq!(keyed, exports.digests());
+        let none = SectionKind::Pools.of(&view).items(&mut |_, _| false);
+        assert_eq!(none.len(), 1);
+        assert_eq!(none[0].json, None);
     }
 
     #[test]

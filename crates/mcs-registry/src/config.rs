@@ -221,12 +221,20 @@ pub struct Args {
     #[arg(long, env = "MCS_MAX_WATCH_SECS", default_value_t = 300)]
     pub max_watch_secs: u64,
 
+    /// Length of each listener's queue of connections not yet accepted
+    /// (`listen(2)` backlog), 1 to 65535; the kernel caps it at
+    /// `net.core.somaxconn`. A reconnect storm past it has its SYNs
+    /// dropped and retried on the kernel's back-off (1 s, 3 s, 7 s...).
+    #[arg(long, env = "MCS_LISTEN_BACKLOG", default_value_t = 4096)]
+    pub listen_backlog: u32,
+
     /// Connections served at once, per listener (API, admin); past it, 503.
     #[arg(long, env = "MCS_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
 
-    /// Watches (long-polls) waiting at once; past it, 503. At most
-    /// --max-connections: each waits on a connection of its own.
+    /// Watches open at once (long-polls waiting and event streams); past
+    /// it, 503. At most --max-connections: each holds a connection of its
+    /// own.
     #[arg(long, env = "MCS_MAX_WATCHES", default_value_t = 512)]
     pub max_watches: usize,
 
@@ -609,6 +617,9 @@ impl Settings {
         if !(1..=MAX_WATCH_SECS).contains(&args.max_watch_secs) {
             return Err(format!("--max-watch-secs must be 1 to {MAX_WATCH_SECS}"));
         }
+        if !(1..=65_535).contains(&args.listen_backlog) {
+            return Err("--listen-backlog must be 1 to 65535".into());
+        }
         if !(1..=MAX_CONNECTIONS).contains(&args.max_connections) {
             return Err(format!("--max-connections must be 1 to {MAX_CONNECTIONS}"));
         }
@@ -678,6 +689,16 @@ mod tests {
         let mut argv = vec!["mcs-registry"];
         argv.extend_from_slice(extra);
         Settings::from_args(&Args::try_parse_from(argv).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn the_listen_backlog_is_bounded() {
+        assert!(parse(&["--listen-backlog", "1"]).is_ok());
+        assert!(parse(&["--listen-backlog", "65535"]).is_ok());
+        for bad in ["0", "65536"] {
+            let error = parse(&["--listen-backlog", bad]).unwrap_err();
+            assert!(error.contains("--listen-backlog must be 1 to 65535"), "{error}");
+        }
     }
 
     #[test]

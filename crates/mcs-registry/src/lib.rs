@@ -18,6 +18,7 @@ pub mod clock;
 pub mod config;
 mod connection;
 pub mod discovery;
+pub mod events;
 pub mod http;
 pub mod live;
 pub mod metrics;

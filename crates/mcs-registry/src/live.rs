@@ -1,6 +1,7 @@
 //! The view as the HTTP layer sees it: the merged [`View`] behind a lock,
-//! completeness, a change signal for long-polls, and rendered list bodies
-//! cached per section until its content or completeness changes.
+//! completeness, a change signal for long-polls, rendered list bodies
+//! cached per section until its content or completeness changes, and the
+//! sections' event journals (`crate::events`).
 //!
 //! ```text
 //!  Registrar ─apply─┐          ┌─► render(section) ─► GET lists (cached bytes)
@@ -10,6 +11,7 @@
 //! ```
 
 use crate::clock::Clock;
+use crate::events::Journals;
 use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::section::ListBody;
@@ -19,7 +21,7 @@ use mcs_core::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
 /// A list body ready to send, with its fingerprint.
@@ -33,6 +35,9 @@ pub struct Rendered {
     pub etag: String,
     /// `{"<section>": [...], "complete": ..., "fingerprint": ...}`.
     pub body: Bytes,
+    /// `body` gzip-compressed, on first demand: once per change of the
+    /// list, whoever asks.
+    gzip: OnceLock<Bytes>,
 }
 
 impl Rendered {
@@ -40,7 +45,20 @@ impl Rendered {
     fn new(body: ListBody, complete: bool) -> Self {
         let ListBody { fingerprint, body } = body;
         let etag = if complete { fingerprint.clone() } else { format!("{fingerprint}-incomplete") };
-        Rendered { fingerprint, etag, body: Bytes::from(body) }
+        Rendered { fingerprint, etag, body: Bytes::from(body), gzip: OnceLock::new() }
+    }
+
+    /// `body` gzip-compressed (computed once, then shared).
+    pub fn gzip(&self) -> &Bytes {
+        self.gzip.get_or_init(|| {
+            let mut encoder = flate2::write::GzEncoder::new(
+                Vec::with_capacity(self.body.len() / 4 + 64),
+                flate2::Compression::default(),
+            );
+            // Writing to a Vec cannot fail.
+            let _ = std::io::Write::write_all(&mut encoder, &self.body);
+            Bytes::from(encoder.finish().unwrap_or_default())
+        })
     }
 }
 
@@ -98,6 +116,8 @@ pub struct LiveView {
     /// no error streak; always true for registrations.
     discovery_complete: AtomicBool,
     polls: Mutex<PollFacts>,
+    /// The sections' changes as events, for event watches.
+    events: Journals,
 }
 
 impl LiveView {
@@ -136,6 +156,7 @@ impl LiveView {
             published_complete: AtomicBool::new(false),
             discovery_complete: AtomicBool::new(true),
             polls: Mutex::new(PollFacts::default()),
+            events: Journals::default(),
         }
     }
 
@@ -418,6 +439,11 @@ impl LiveView {
             && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
             && !self.holding.load(Ordering::SeqCst)
             && self.is_discovery_complete()
+    }
+
+    /// The sections' event journals (`crate::events`).
+    pub fn events(&self) -> &Journals {
+        &self.events
     }
 
     /// A receiver that sees a new value whenever any served section changes.

@@ -43,8 +43,10 @@ pub const LATE_CHANGES: &str = "mcs_reader_late_changes_total";
 pub const EXPIRY_HOLDS: &str = "mcs_view_expiry_holds_total";
 /// Expiries held back right now.
 pub const EXPIRIES_HELD: &str = "mcs_view_expiries_held";
-/// Long-polls waiting right now.
+/// Watches open right now: long-polls waiting and event streams.
 pub const WATCHERS: &str = "mcs_http_watchers";
+/// Event streams ended because their watcher fell too far behind.
+pub const WATCH_LAGGED: &str = "mcs_http_watch_lagged_total";
 /// Connections served right now (lingering closes included), by listener.
 pub const HTTP_CONNECTIONS: &str = "mcs_http_connections";
 /// Requests answered `503` past a cap, by reason (`connections`, `watches`).
@@ -123,7 +125,8 @@ fn describe() {
         "writes behind a delta poll's window found by their change stamps and read by reaching back"
     );
     describe_counter!(LEASES_CONFIRMED, "leases confirmed by a read of lease ends, by how");
-    describe_gauge!(WATCHERS, "long-polls waiting");
+    describe_gauge!(WATCHERS, "watches open: long-polls waiting and event streams");
+    describe_counter!(WATCH_LAGGED, "event streams ended because their watcher fell behind");
     describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
     describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
     describe_counter!(
@@ -175,6 +178,7 @@ fn register_zero() {
     metrics::counter!(EXPIRY_HOLDS).increment(0);
     metrics::gauge!(EXPIRIES_HELD).set(0.0);
     metrics::gauge!(WATCHERS).set(0.0);
+    metrics::counter!(WATCH_LAGGED).increment(0);
     for listener in ["api", "admin"] {
         metrics::gauge!(HTTP_CONNECTIONS, "listener" => listener).set(0.0);
     }

@@ -114,11 +114,9 @@ pub async fn run(args: Args, settings: Settings) -> anyhow::Result<()> {
     };
     let (store, table) = open_store(&args, &settings).await?;
     let registry = Registry::new(store, Arc::new(SystemClock), &settings);
-    let api = TcpListener::bind(args.listen)
-        .await
+    let api = listen(args.listen, args.listen_backlog)
         .with_context(|| format!("binding --listen {}", args.listen))?;
-    let admin = TcpListener::bind(args.admin_listen)
-        .await
+    let admin = listen(args.admin_listen, args.listen_backlog)
         .with_context(|| format!("binding --admin-listen {}", args.admin_listen))?;
     tracing::info!(
         api = %api.local_addr()?,
@@ -446,6 +444,23 @@ async fn serve_tls(
     } else {
         connection::serve(h1, stream, service, stop, bounds, slot).await;
     }
+}
+
+/// A listener on `addr` whose queue of connections not yet accepted holds
+/// `backlog` (`--listen-backlog`; the kernel caps it at
+/// `net.core.somaxconn`), rather than the 1,024 of `TcpListener::bind`.
+pub(crate) fn listen(addr: std::net::SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restart may bind while the last
+    // process's connections linger in TIME_WAIT.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 async fn shutdown_signal() {

@@ -9,6 +9,7 @@
 //!                   │ next N writes: 503 + Retry-After            │ reader (polls every 50 ms)
 //!                   │ next N writes: 404 (the record is "forgotten")
 //!                   │ next N watches: connection dropped mid-poll
+//!                   │ event watches refused as a registry before them did
 //!                   └ storage outage: lists turn `complete: false` after 1 s
 //! ```
 //!
@@ -32,7 +33,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -69,6 +70,8 @@ pub struct Faults {
     latency_ms: AtomicU64,
     writes_seen: AtomicU64,
     watches_seen: AtomicU64,
+    event_watches_seen: AtomicU64,
+    before_event_watches: AtomicBool,
 }
 
 /// Takes one from `counter` if it is above zero.
@@ -157,8 +160,8 @@ impl FakeRegistry {
         self.faults.forgotten_writes.store(n, Ordering::SeqCst);
     }
 
-    /// The next `n` watches (`?watch=true`) are cut: the connection is
-    /// dropped mid-poll without a reply.
+    /// The next `n` watches (`?watch=true` or `?watch=events`) are cut:
+    /// the connection is dropped mid-poll without a reply.
     pub fn cut_next_watches(&self, n: u32) {
         self.faults.cut_watches.store(n, Ordering::SeqCst);
     }
@@ -182,6 +185,19 @@ impl FakeRegistry {
     /// Watches that reached the fake (including those cut).
     pub fn watches_seen(&self) -> u64 {
         self.faults.watches_seen.load(Ordering::SeqCst)
+    }
+
+    /// Event watches (`?watch=events`) that reached the fake (including
+    /// those cut or refused).
+    pub fn event_watches_seen(&self) -> u64 {
+        self.faults.event_watches_seen.load(Ordering::SeqCst)
+    }
+
+    /// Whether the fake answers as a registry released before event
+    /// watches: `?watch=events` is `422` naming `watch`, as its query
+    /// parser refused it.
+    pub fn set_before_event_watches(&self, before: bool) {
+        self.faults.before_event_watches.store(before, Ordering::SeqCst);
     }
 
     /// Watches still to be cut.
@@ -289,8 +305,12 @@ async fn handle(
     }
     let method = request.method().clone();
     let is_write = matches!(method, Method::POST | Method::PUT | Method::DELETE);
-    let is_watch = method == Method::GET
-        && request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+    let watch = |value: &str| {
+        method == Method::GET
+            && request.uri().query().is_some_and(|q| q.split('&').any(|p| p == value))
+    };
+    let is_events = watch("watch=events");
+    let is_watch = is_events || watch("watch=true");
     if is_write {
         faults.writes_seen.fetch_add(1, Ordering::SeqCst);
         if take(&faults.unavailable_writes) {
@@ -299,6 +319,18 @@ async fn handle(
         }
         if method != Method::DELETE && take(&faults.forgotten_writes) {
             return Ok(error(StatusCode::NOT_FOUND, "not_found", None));
+        }
+    }
+    if is_events {
+        faults.event_watches_seen.fetch_add(1, Ordering::SeqCst);
+        if faults.before_event_watches.load(Ordering::SeqCst) {
+            let body = r#"{"error":"invalid_argument","message":"watch: unknown variant `events`, expected `true` or `false`","field":"watch"}"#;
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return Ok(response);
         }
     }
     if is_watch {

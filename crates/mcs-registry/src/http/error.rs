@@ -40,6 +40,13 @@ pub enum ApiError {
     TooLarge(String),
     /// `408`: the body did not arrive in time.
     Timeout,
+    /// `410`: an event watch's revision is not in the history.
+    Expired {
+        /// The offending query parameter.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
     /// `501`: this registry does not take the request (pool and router
     /// writes under `--pool-discovery mcs|karmada`).
     NotImplemented,
@@ -79,6 +86,11 @@ impl IntoResponse for ApiError {
                 body.identity = Some(identity);
                 body.scope = Some(scope);
                 (StatusCode::FORBIDDEN, body)
+            }
+            ApiError::Expired { field, message } => {
+                let mut body = ErrorBody::new(ErrorCode::Expired, message);
+                body.field = Some(field);
+                (StatusCode::GONE, body)
             }
             ApiError::NotFound(what) => {
                 (StatusCode::NOT_FOUND, ErrorBody::new(ErrorCode::NotFound, what))

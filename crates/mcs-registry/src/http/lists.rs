@@ -1,7 +1,10 @@
 //! `GET` of the lists: strong `ETag` = fingerprint (suffixed `-incomplete`
-//! while the list is incomplete), `If-None-Match` → `304`, and
+//! while the list is incomplete, and `-gzip` for the gzip-compressed body
+//! that `Accept-Encoding: gzip` gets, compressed once per change),
+//! `If-None-Match` → `304`, and
 //! `?watch=true&timeout_secs=N` long-polls until the `ETag` differs; at most
-//! `--max-watches` wait at once, one more is answered `503`.
+//! `--max-watches` wait at once, one more is answered `503`;
+//! `?watch=events` streams the changes instead (`super::events`).
 
 use super::AppState;
 use super::extract::ValidQuery;
@@ -10,7 +13,7 @@ use crate::metrics as m;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mcs_api::ListQuery;
+use mcs_api::{ListQuery, Watch};
 use mcs_core::SectionKind;
 use std::pin::pin;
 use std::sync::Arc;
@@ -66,23 +69,32 @@ async fn list(
     ValidQuery(query): ValidQuery<ListQuery>,
     section: SectionKind,
 ) -> Response {
+    if query.watch == Watch::Events {
+        let mut response = super::events::stream(&state, &headers, &query, section);
+        response.extensions_mut().insert(super::Watched);
+        return response;
+    }
     let known = if_none_match(&headers);
+    let gzip = accepts_gzip(&headers);
     // Subscribe before the first look, so a change between the look and the
     // wait is not missed.
     let mut changes = state.view.subscribe();
     let mut shutdown = state.shutdown.clone();
     let timeout =
         query.timeout_secs.map_or(DEFAULT_WATCH, Duration::from_secs).min(state.max_watch);
+    let poll = query.watch == Watch::Poll;
     let mut response =
-        watch(&state, &known, &mut changes, &mut shutdown, timeout, query.watch, section).await;
-    if query.watch {
+        watch(&state, &known, &mut changes, &mut shutdown, timeout, poll, section, gzip).await;
+    if poll {
         response.extensions_mut().insert(super::Watched);
     }
     response
 }
 
 /// Answers the list, waiting (when `watch`) until its `ETag` is not one of
-/// `known`, `timeout` passes or the process stops.
+/// `known`, `timeout` passes or the process stops; gzip-compressed when
+/// `gzip`.
+#[allow(clippy::too_many_arguments)]
 async fn watch(
     state: &AppState,
     known: &[String],
@@ -91,6 +103,7 @@ async fn watch(
     timeout: Duration,
     watch: bool,
     section: SectionKind,
+    gzip: bool,
 ) -> Response {
     // `sleep` saturates a deadline past the clock's range (`Instant + timeout`
     // would panic), whatever `max_watch` says.
@@ -99,10 +112,10 @@ async fn watch(
     loop {
         let rendered = state.view.render(section);
         if !known.iter().any(|etag| etag == "*" || *etag == rendered.etag) {
-            return ok(&rendered);
+            return ok(&rendered, gzip);
         }
         if !watch {
-            return not_modified(&rendered);
+            return not_modified(&rendered, gzip);
         }
         if slot.is_none() {
             match WatchSlot::take(state) {
@@ -114,16 +127,21 @@ async fn watch(
             }
         }
         tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return not_modified(&rendered) },
-            _ = &mut deadline => return not_modified(&rendered),
-            _ = crate::shutdown::stopped(shutdown) => return not_modified(&rendered),
+            changed = changes.changed() => if changed.is_err() { return not_modified(&rendered, gzip) },
+            _ = &mut deadline => return not_modified(&rendered, gzip),
+            _ = crate::shutdown::stopped(shutdown) => return not_modified(&rendered, gzip),
         }
     }
 }
 
+/// The suffix of the gzip body's entity tag.
+const GZIP_TAG: &str = "-gzip";
+
 /// The entity tags of `If-None-Match`, unquoted (weak ones compared by
-/// their opaque part, as RFC 9110 prescribes for this header).
-fn if_none_match(headers: &HeaderMap) -> Vec<String> {
+/// their opaque part, as RFC 9110 prescribes for this header) and without
+/// [`GZIP_TAG`]: a validator of the compressed body validates the same
+/// content, and the `304` carries the tag of the encoding asked for.
+pub(super) fn if_none_match(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
@@ -131,44 +149,78 @@ fn if_none_match(headers: &HeaderMap) -> Vec<String> {
         .flat_map(|v| v.split(','))
         .map(|tag| {
             let tag = tag.trim();
-            let tag = tag.strip_prefix("W/").unwrap_or(tag);
-            tag.trim_matches('"').to_owned()
+            let tag = tag.strip_prefix("W/").unwrap_or(tag).trim_matches('"');
+            tag.strip_suffix(GZIP_TAG).unwrap_or(tag).to_owned()
         })
         .filter(|tag| !tag.is_empty())
         .collect()
 }
 
-fn etag(rendered: &Rendered) -> HeaderValue {
-    HeaderValue::from_str(&format!("\"{}\"", rendered.etag))
+/// Whether `Accept-Encoding` accepts gzip (`gzip`, `x-gzip` or `*`, with
+/// a quality above zero).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            !refused && ["gzip", "x-gzip", "*"].iter().any(|c| name.eq_ignore_ascii_case(c))
+        })
+}
+
+fn etag(rendered: &Rendered, gzip: bool) -> HeaderValue {
+    let suffix = if gzip { GZIP_TAG } else { "" };
+    HeaderValue::from_str(&format!("\"{}{suffix}\"", rendered.etag))
         .unwrap_or_else(|_| HeaderValue::from_static("\"\""))
 }
 
-fn ok(rendered: &Rendered) -> Response {
-    (
+fn ok(rendered: &Rendered, gzip: bool) -> Response {
+    let mut response = (
         StatusCode::OK,
         [
-            (header::ETAG, etag(rendered)),
+            (header::ETAG, etag(rendered, gzip)),
             (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
         ],
-        rendered.body.clone(),
+        if gzip { rendered.gzip().clone() } else { rendered.body.clone() },
+    )
+        .into_response();
+    if gzip {
+        response.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    response
+}
+
+fn not_modified(rendered: &Rendered, gzip: bool) -> Response {
+    (
+        StatusCode::NOT_MODIFIED,
+        [
+            (header::ETAG, etag(rendered, gzip)),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
+        ],
     )
         .into_response()
 }
 
-fn not_modified(rendered: &Rendered) -> Response {
-    (StatusCode::NOT_MODIFIED, [(header::ETAG, etag(rendered))]).into_response()
-}
-
 /// A slot of `--max-watches`, held (and counted in `mcs_http_watchers`)
-/// while a long-poll waits.
-struct WatchSlot {
+/// while a long-poll waits or an event stream is open.
+pub(super) struct WatchSlot {
     _permit: OwnedSemaphorePermit,
 }
 
 impl WatchSlot {
     /// A slot, or `None` when every slot is taken.
-    fn take(state: &AppState) -> Option<Self> {
+    pub(super) fn take(state: &AppState) -> Option<Self> {
         let permit = state.watch_slots.clone().try_acquire_owned().ok()?;
         metrics::gauge!(m::WATCHERS).increment(1.0);
         Some(WatchSlot { _permit: permit })
@@ -188,8 +240,27 @@ mod tests {
     #[test]
     fn if_none_match_parsing() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"a\", W/\"b\" ,*"));
-        assert_eq!(if_none_match(&headers), vec!["a", "b", "*"]);
+        headers.insert(
+            header::IF_NONE_MATCH,
+            HeaderValue::from_static("\"a\", W/\"b\" ,*, \"c-incomplete-gzip\""),
+        );
+        assert_eq!(if_none_match(&headers), vec!["a", "b", "*", "c-incomplete"]);
         assert!(if_none_match(&HeaderMap::new()).is_empty());
+    }
+
+    #[test]
+    fn accept_encoding_parsing() {
+        let accepts = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(value));
+            accepts_gzip(&headers)
+        };
+        for yes in ["gzip", "br, GZIP;q=0.5", "x-gzip", "*", "deflate, gzip;q=1.0"] {
+            assert!(accepts(yes), "{yes}");
+        }
+        for no in ["identity", "br", "gzip;q=0", "gzip; q=0.0", "gzipped"] {
+            assert!(!accepts(no), "{no}");
+        }
+        assert!(!accepts_gzip(&HeaderMap::new()));
     }
 }

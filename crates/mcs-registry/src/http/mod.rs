@@ -3,6 +3,7 @@
 //! and `writes` (registrations, exports and withdrawals).
 
 mod error;
+mod events;
 mod extract;
 mod lists;
 mod openapi;

@@ -35,7 +35,8 @@ registry's first full read of storage. Integers are written without a fraction o
 (`2`, not `2.0`). Rules that span several fields and that JSON Schema can state are in the \
 schemas (`if`/`then`). Those it cannot state are answered `422` as well: a heartbeat \
 interval below its lease, distinct port names, a body's `cluster_id` equal to the path's, \
-`timeout_secs` only with `watch=true`, a withdrawal's `generation` only with `incarnation`, \
+`timeout_secs` only with `watch=true` or `watch=events`, `resource_version` only with \
+`watch=events`, a withdrawal's `generation` only with `incarnation`, \
 a client's `generation` at most `--max-generation-ahead-secs` ahead of the registry's clock. \
 With `--authz spiffe`, lists and writes answer `403` to a client certificate whose identity \
 may not read or write what it asked for.";
@@ -134,7 +135,46 @@ pub fn document() -> utoipa::openapi::OpenApi {
     paths.add_path_operation("/readyz", vec![HttpMethod::Get], readyz());
     paths.add_path_operation("/openapi.json", vec![HttpMethod::Get], openapi());
     cross_field_rules(&mut doc);
+    watch_event(&mut doc);
     doc
+}
+
+/// The `WatchEvent` schema: one line of an event stream. `mcs_api::WatchEvent`
+/// is generic over the item and tagged by `type`; the document states it
+/// once, the object left to the list's item schema.
+fn watch_event(doc: &mut utoipa::openapi::OpenApi) {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let kinds = ["ADDED", "MODIFIED", "DELETED", "COMPLETENESS", "BOOKMARK", "ERROR"];
+    let schema = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "one line of an event stream (`watch=events`): `ADDED`, `MODIFIED` and `DELETED` \
+             carry the item as the list serves it in `object` (as last served, for `DELETED`); \
+             `COMPLETENESS` says the list's `complete` flipped; `BOOKMARK` closes each batch of \
+             changes with the `resource_version` to resume from, the list's `fingerprint` and \
+             `complete`; `ERROR` carries an `ErrorBody` in `object` and ends the stream (the \
+             watcher fell too far behind). Skip unknown types.",
+        ))
+        .required("type")
+        .property("type", string().enum_values(Some(kinds)))
+        .property(
+            "object",
+            ObjectBuilder::new().description(Some("the item, or an `ErrorBody` for `ERROR`")),
+        )
+        .property(
+            "key",
+            string().description(Some(
+                "the item's key (`pool_id`, `cluster/namespace/name`...), on `ADDED`, \
+                 `MODIFIED` and `DELETED`",
+            )),
+        )
+        .property("resource_version", string())
+        .property("fingerprint", string())
+        .property("complete", ObjectBuilder::new().schema_type(Type::Boolean))
+        .build();
+    if let Some(components) = doc.components.as_mut() {
+        components.schemas.insert("WatchEvent".to_owned(), schema.into());
+    }
 }
 
 /// Adds to the request schemas the rules of their `Validate` impls that span
@@ -217,7 +257,8 @@ fn etag() -> utoipa::openapi::header::Header {
         .schema(ObjectBuilder::new().schema_type(Type::String))
         .description(Some(
             "the list's fingerprint, quoted (a strong entity tag), suffixed `-incomplete` while \
-             the list is incomplete, so that a flip of `complete` changes it",
+             the list is incomplete, so that a flip of `complete` changes it, and `-gzip` for \
+             the gzip-compressed body (`Accept-Encoding: gzip`)",
         ))
         .build()
 }
@@ -237,9 +278,14 @@ fn list(schema: &str, id: &str) -> OperationBuilder {
         .response(
             "200",
             ResponseBuilder::new()
-                .description("the live items")
+                .description(
+                    "the live items; with `watch=events`, a stream of newline-delimited events \
+                     (`application/x-ndjson`): the items as `ADDED` and a `BOOKMARK` (or, \
+                     resumed, what was missed since `resource_version`), then each change",
+                )
                 .header("ETag", etag())
-                .content("application/json", json(schema)),
+                .content("application/json", json(schema))
+                .content(super::events::NDJSON, json("WatchEvent")),
         )
         .response(
             "304",
@@ -248,6 +294,14 @@ fn list(schema: &str, id: &str) -> OperationBuilder {
                 .header("ETag", etag()),
         )
         .response("403", forbidden("read"))
+        .response(
+            "410",
+            error(
+                "`expired`: `resource_version` is older than this registry's history, or \
+                 another process's, and `If-None-Match` does not name the list's fingerprint: \
+                 watch without it to list again",
+            ),
+        )
         .response("422", error("a query parameter is invalid"))
         .response(
             "503",

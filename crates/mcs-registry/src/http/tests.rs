@@ -24,6 +24,7 @@ struct Harness {
     store: Arc<MemoryStore>,
 }
 
+#[derive(Debug)]
 struct Reply {
     status: StatusCode,
     headers: HeaderMap,
@@ -154,7 +155,9 @@ fn fingerprint(reply: &Reply) -> String {
     reply.body["fingerprint"].as_str().unwrap().to_owned()
 }
 
+mod compression;
 mod discovery;
+mod events;
 mod expiry;
 mod faulty;
 mod hardening;

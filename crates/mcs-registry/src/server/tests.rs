@@ -190,3 +190,26 @@ async fn an_idle_http1_connection_is_closed_and_counted() {
     assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed by the server: {read:?}");
     assert_timed_out(&metrics, "idle");
 }
+
+/// `--listen-backlog` is the listener's queue: with a queue of 1 and
+/// nothing accepting, connections past it are not completed (the kernel
+/// drops their SYNs), while a queue of 64 completes them all.
+#[tokio::test]
+async fn the_listen_backlog_bounds_the_connections_waiting_to_be_accepted() {
+    async fn completed(backlog: u32, tries: usize) -> usize {
+        let listener = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut open = Vec::new();
+        for _ in 0..tries {
+            let connect = TcpStream::connect(addr);
+            if let Ok(Ok(stream)) =
+                tokio::time::timeout(std::time::Duration::from_millis(300), connect).await
+            {
+                open.push(stream);
+            }
+        }
+        open.len()
+    }
+    assert!(completed(1, 5).await < 5);
+    assert_eq!(completed(64, 5).await, 5);
+}

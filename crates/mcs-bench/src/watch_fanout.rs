@@ -1,0 +1,301 @@
+//! `watch-fanout`: N watchers of a 100-pool list, one write, and the time
+//! from the write's `2xx` to the last watcher's answer, for long-polls
+//! (`?watch=true`, each woken with the whole list) and for event streams
+//! (`?watch=events`, each sent the one encoded batch) in the same run.
+//!
+//! For each N, one registry (pinned to the server CPUs) serves the pools.
+//! Long-polls: each round arms N long-polls with the list's `ETag`, waits
+//! until the registry counts N waiting (`mcs_http_watchers`), sends one
+//! registration that changes one pool, and takes the time each watcher's
+//! body has fully arrived. Event streams: N streams are opened once and
+//! read up to their first bookmark (the list); each round sends one such
+//! write and takes the time each stream has read the batch's bookmark.
+//! Also reported: the body bytes each watcher received for the change,
+//! and the registry's CPU time per watcher woken (the write included).
+
+use crate::cpu;
+use crate::records::registration;
+use crate::report::{self, Stats, Table, f};
+use anyhow::{Context, bail, ensure};
+use clap::Parser;
+use reqwest::StatusCode;
+use reqwest::header::{ETAG, IF_NONE_MATCH};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Options of `watch-fanout`.
+#[derive(Debug, Clone, Parser)]
+pub struct Options {
+    /// Watcher counts, one registry each.
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
+    pub watchers: Vec<usize>,
+    /// Pools registered; each write changes one of them.
+    #[arg(long, default_value_t = 100)]
+    pub pools: usize,
+    /// Measured writes per watcher count and mode.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Watchers opened at a time (then the bench waits for them).
+    #[arg(long, default_value_t = 500)]
+    pub open_batch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self::parse_from(["watch-fanout"])
+    }
+}
+
+/// One watcher's answer to a change: when it had fully arrived, and its
+/// body bytes.
+struct Arrival {
+    round: usize,
+    at: Instant,
+    bytes: usize,
+}
+
+/// One round's figures.
+struct Round {
+    /// Each watcher's arrival after the write's 2xx, ms.
+    after_ack: Vec<f64>,
+    bytes: Vec<f64>,
+    cpu_per_wake_us: f64,
+}
+
+/// Runs `watch-fanout`.
+pub async fn run(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
+    report::begin("watch-fanout", "N watchers, one write: long-polls vs event streams");
+    cpu::pin_self(&env.client_cpus)?;
+    let result = measure(env, options).await;
+    cpu::unpin_self()?;
+    result?;
+    report::end("watch-fanout");
+    Ok(())
+}
+
+async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
+    let mut table = Table::new(&[
+        "watchers",
+        "mode",
+        "rounds",
+        "first ms",
+        "p50 ms",
+        "p99 ms",
+        "last ms (worst round)",
+        "bytes/watcher/change",
+        "registry CPU µs/wake",
+    ]);
+    for &n in &options.watchers {
+        for (mode, rounds) in fanout(env, options, n).await? {
+            let after: Vec<f64> = rounds.iter().flat_map(|r| r.after_ack.clone()).collect();
+            let all = Stats::of(&after).context("no samples")?;
+            let worst = rounds
+                .iter()
+                .filter_map(|r| Stats::of(&r.after_ack))
+                .map(|s| s.max)
+                .fold(0.0, f64::max);
+            let bytes: Vec<f64> = rounds.iter().flat_map(|r| r.bytes.clone()).collect();
+            let bytes = Stats::of(&bytes).context("no samples")?;
+            let cpu = rounds.iter().map(|r| r.cpu_per_wake_us).sum::<f64>() / rounds.len() as f64;
+            table.row(vec![
+                n.to_string(),
+                mode.to_owned(),
+                rounds.len().to_string(),
+                f(all.min, 1),
+                f(all.p50, 1),
+                f(all.p99, 1),
+                f(worst, 1),
+                f(bytes.p50, 0),
+                f(cpu, 1),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "{} pools, embedded storage; registry pinned to CPUs {}, this process (every watcher \
+         and the writer) to CPUs {}; times from the write's 2xx to each watcher's answer fully \
+         read (long-poll: the body; stream: the batch's bookmark); bytes are body bytes (the \
+         long-poll's headers come on top); CPU is the registry's user+system time over the \
+         round, divided by the watchers woken.",
+        options.pools, env.server_cpus, env.client_cpus
+    );
+    Ok(())
+}
+
+/// Both modes at `n` watchers, on one registry.
+async fn fanout(
+    env: &crate::Env,
+    options: &Options,
+    n: usize,
+) -> anyhow::Result<Vec<(&'static str, Vec<Round>)>> {
+    let flags = [
+        "--lease-duration-secs".to_owned(),
+        "3600".to_owned(),
+        "--heartbeat-interval-secs".to_owned(),
+        "60".to_owned(),
+        "--max-connections".to_owned(),
+        (n + 256).to_string(),
+        "--max-watches".to_owned(),
+        (n + 128).to_string(),
+        "--max-watch-secs".to_owned(),
+        "900".to_owned(),
+    ];
+    let registry = env.start_registry(Some(&env.server_cpus), &flags).await?;
+    let pid = registry.pid().context("the registry's pid")?;
+    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let writer = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let pools_url = format!("{}/v1/pools", registry.api_url());
+    let pools = options.pools.max(1);
+    for i in 0..pools {
+        let reply = writer.post(&pools_url).json(&registration(i, 1, None)).send().await?;
+        ensure!(reply.status().is_success(), "registering pool {i}: {}", reply.status());
+    }
+    let mut write = 0u32;
+    let mut next_write = || {
+        write += 1;
+        registration(write as usize % pools, 1000 + write, None)
+    };
+
+    let mut polls = Vec::new();
+    for round in 0..options.rounds {
+        let etag = etag_of(&writer, &pools_url).await?;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let url = format!("{pools_url}?watch=true&timeout_secs=600");
+        let mut opened = 0;
+        while opened < n {
+            let batch = options.open_batch.min(n - opened);
+            for _ in 0..batch {
+                tokio::spawn(long_poll(http.clone(), url.clone(), etag.clone(), round, tx.clone()));
+            }
+            opened += batch;
+            watchers_reach(&writer, registry.admin_url(), opened as u64).await?;
+        }
+        polls.push(change(&writer, &pools_url, pid, n, round, &mut rx, next_write()).await?);
+    }
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let url = format!("{pools_url}?watch=events&timeout_secs=900");
+    let mut streams = Vec::new();
+    let mut opened = 0;
+    while opened < n {
+        let batch = options.open_batch.min(n - opened);
+        for _ in 0..batch {
+            streams.push(tokio::spawn(stream(http.clone(), url.clone(), tx.clone())));
+        }
+        opened += batch;
+        for _ in 0..batch {
+            let first = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+            ensure!(matches!(first, Ok(Some(Arrival { round: 0, .. }))), "a stream did not list");
+        }
+    }
+    let mut events = Vec::new();
+    for round in 1..=options.rounds {
+        events.push(change(&writer, &pools_url, pid, n, round, &mut rx, next_write()).await?);
+    }
+    for s in streams {
+        s.abort();
+    }
+    registry.kill().await;
+    Ok(vec![("long-poll", polls), ("event stream", events)])
+}
+
+async fn etag_of(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let reply = http.get(url).send().await?;
+    Ok(reply.headers().get(ETAG).and_then(|v| v.to_str().ok()).context("an ETag")?.to_owned())
+}
+
+/// Sends one write and collects the `n` watchers' arrivals for `round`.
+async fn change(
+    writer: &reqwest::Client,
+    url: &str,
+    pid: u32,
+    n: usize,
+    round: usize,
+    rx: &mut mpsc::UnboundedReceiver<Arrival>,
+    body: mcs_api::PoolRegistration,
+) -> anyhow::Result<Round> {
+    let before = cpu::process_cpu(pid)?;
+    let reply = writer.post(url).json(&body).send().await?;
+    let acked = Instant::now();
+    ensure!(reply.status().is_success(), "the write: {}", reply.status());
+    let mut after_ack = Vec::with_capacity(n);
+    let mut bytes = Vec::with_capacity(n);
+    while after_ack.len() < n {
+        let arrival = tokio::time::timeout(Duration::from_secs(120), rx.recv())
+            .await
+            .context("watchers still not woken after 120 s")?
+            .context("every watcher ended")?;
+        ensure!(arrival.round == round, "an answer of round {} in round {round}", arrival.round);
+        after_ack.push(signed_ms(acked, arrival.at));
+        bytes.push(arrival.bytes as f64);
+    }
+    let cpu = cpu::process_cpu(pid)?.saturating_sub(before);
+    Ok(Round { after_ack, bytes, cpu_per_wake_us: cpu.as_secs_f64() * 1e6 / n as f64 })
+}
+
+/// Signed milliseconds from `from` to `to`.
+fn signed_ms(from: Instant, to: Instant) -> f64 {
+    match to.checked_duration_since(from) {
+        Some(d) => report::ms(d),
+        None => -report::ms(from.duration_since(to)),
+    }
+}
+
+async fn long_poll(
+    http: reqwest::Client,
+    url: String,
+    etag: String,
+    round: usize,
+    tx: mpsc::UnboundedSender<Arrival>,
+) -> anyhow::Result<()> {
+    let reply = http.get(url).header(IF_NONE_MATCH, &etag).send().await?;
+    ensure!(reply.status() == StatusCode::OK, "the watch answered {}", reply.status());
+    let body = reply.bytes().await?;
+    let _ = tx.send(Arrival { round, at: Instant::now(), bytes: body.len() });
+    Ok(())
+}
+
+/// Reads an event stream, reporting each bookmark (round 0: the list).
+async fn stream(
+    http: reqwest::Client,
+    url: String,
+    tx: mpsc::UnboundedSender<Arrival>,
+) -> anyhow::Result<()> {
+    let mut reply = http.get(url).send().await?;
+    ensure!(reply.status() == StatusCode::OK, "the stream answered {}", reply.status());
+    let (mut round, mut bytes, mut line) = (0, 0, Vec::new());
+    while let Some(chunk) = reply.chunk().await? {
+        let at = Instant::now();
+        bytes += chunk.len();
+        for byte in chunk {
+            if byte != b'\n' {
+                line.push(byte);
+                continue;
+            }
+            if line.starts_with(br#"{"type":"BOOKMARK""#) {
+                let _ = tx.send(Arrival { round, at, bytes });
+                round += 1;
+                bytes = 0;
+            }
+            line.clear();
+        }
+    }
+    bail!("the stream ended")
+}
+
+/// Waits until the registry counts `n` open watches.
+async fn watchers_reach(http: &reqwest::Client, admin: &str, n: u64) -> anyhow::Result<()> {
+    for _ in 0..6000 {
+        let text = http.get(format!("{admin}/metrics")).send().await?.text().await?;
+        let waiting = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mcs_http_watchers "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if waiting >= n as f64 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bail!("{n} watches never waited at once")
+}
