@@ -243,6 +243,14 @@ async fn status_and_watch_against_the_embedded_default() {
     assert!(text.starts_with("No findings"), "{text}");
     assert!(text.contains("storage memory"), "{text}");
 
+    // A registry that does not answer: exit 1, saying whom it asked.
+    let refused = mcs_testkit::net::RefusedPort::new();
+    let closed = refused.url();
+    let out = run(&binaries.admin, &["status", "--registry", &closed]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = String::from_utf8(out.stderr).unwrap();
+    assert!(error.contains(&format!("asking {closed} for its status")), "{error}");
+
     let mut watch = tokio::process::Command::new(&binaries.admin)
         .args(["watch", "pools", "--registry", &api])
         .stdout(std::process::Stdio::piped())
