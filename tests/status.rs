@@ -41,13 +41,15 @@ async fn document(http: &reqwest::Client, api: &str) -> Status {
 
 /// The facts the three views must agree on: the findings' codes and
 /// runbooks, the clusters with their exports and conflicts, the conflicting
-/// services and their clusters, the hold and what it holds.
+/// services and their clusters, the hold and what it holds, the pools by
+/// cluster.
 fn facts(status: &Status) -> Value {
     json!({
         "findings": status.findings.iter().map(|f| (&f.code, f.severity.as_str(), &f.runbook)).collect::<Vec<_>>(),
         "clusters": status.clusters.iter().map(|c| (c.cluster_id.as_str(), c.exports, c.conflicts)).collect::<Vec<_>>(),
         "conflicts": status.conflicts.iter().map(|c| (format!("{}/{}", c.namespace, c.name), &c.clusters)).collect::<Vec<_>>(),
         "hold": (status.hold.active, status.hold.held_leases),
+        "pools": status.pools.per_cluster.iter().map(|g| (g.cluster_id.as_str(), g.pools)).collect::<Vec<_>>(),
         "incomplete_because": status.view.incomplete_because.iter().map(|w| w.as_str()).collect::<Vec<_>>(),
     })
 }
@@ -160,6 +162,7 @@ async fn the_document_the_terminal_and_the_page_show_a_conflict_a_hold_and_a_sta
             "clusters": [["east", 1, 1], ["west", 1, 1]],
             "conflicts": [["llm/web", ["east", "west"]]],
             "hold": [true, 6],
+            "pools": [["c0", 1], ["c1", 1], ["c2", 1], ["c3", 1], ["c4", 1], ["c5", 1]],
             "incomplete_because": ["stale", "hold"],
         }),
         "{doc:#?}"
@@ -186,6 +189,7 @@ async fn the_document_the_terminal_and_the_page_show_a_conflict_a_hold_and_a_sta
         "hold      holding expiries of 6 leases",
         "view      incomplete: stale, hold",
         "llm/web  east,west  PortConflict",
+        "POOLS BY CLUSTER (6)\nCLUSTER  POOLS  EXPIRING SOON\nc0       1      1\n",
     ] {
         assert!(text.contains(expected), "{expected:?} missing from\n{text}");
     }
@@ -206,6 +210,7 @@ async fn the_document_the_terminal_and_the_page_show_a_conflict_a_hold_and_a_sta
             r#"<li class="finding warning" data-code="conflict">"#,
             r#"<p class="critical hold-active"><strong>Holding expiries</strong> of 6 leases"#,
             "Lists are incomplete: stale, hold.",
+            r#"<tr data-pool-cluster="c5"><th scope="row">c5</th><td>1</td><td class="warning">1</td></tr>"#,
             "docs/operations.md#an-expiry-hold",
         ] {
             assert!(dom.contains(expected), "{expected:?} missing from the DOM:\n{dom}");
@@ -237,6 +242,14 @@ async fn status_and_watch_against_the_embedded_default() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("No findings"), "{text}");
     assert!(text.contains("storage memory"), "{text}");
+
+    // A registry that does not answer: exit 1, saying whom it asked.
+    let refused = mcs_testkit::net::RefusedPort::new();
+    let closed = refused.url();
+    let out = run(&binaries.admin, &["status", "--registry", &closed]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = String::from_utf8(out.stderr).unwrap();
+    assert!(error.contains(&format!("asking {closed} for its status")), "{error}");
 
     let mut watch = tokio::process::Command::new(&binaries.admin)
         .args(["watch", "pools", "--registry", &api])

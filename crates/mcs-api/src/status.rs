@@ -20,8 +20,8 @@ pub struct Status {
     pub reader: ReaderStatus,
     /// Clusters with a live lease, by id.
     pub clusters: Vec<ClusterStatus>,
-    /// Served pools.
-    pub pools: LeasedStatus,
+    /// Served pools, and per cluster.
+    pub pools: PoolsStatus,
     /// Served Global Router replicas.
     pub routers: LeasedStatus,
     /// The mass-expiry hold (docs/design.md §6).
@@ -174,6 +174,30 @@ pub struct ClusterStatus {
     pub conflicts: u64,
     /// Its served pools.
     pub pools: u64,
+}
+
+/// The served pools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolsStatus {
+    /// Pools served.
+    pub count: u64,
+    /// Leases past the renewal their holder promised, as the mass-expiry
+    /// hold counts them: they expire soon unless a renewal arrives.
+    pub expiring_soon: u64,
+    /// The pools grouped by the cluster their key names (registered as a
+    /// cluster or not), by cluster id.
+    pub per_cluster: Vec<PoolGroup>,
+}
+
+/// The pools of one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PoolGroup {
+    /// The cluster the pools' keys name.
+    pub cluster_id: Label,
+    /// Its pools served.
+    pub pools: u64,
+    /// Those past the renewal their holder promised.
+    pub expiring_soon: u64,
 }
 
 /// A section of leased items (pools, routers).

@@ -52,7 +52,11 @@ fn healthy() -> Status {
             conflicts: 0,
             pools: 1,
         }],
-        pools: LeasedStatus { count: 1, expiring_soon: 0 },
+        pools: PoolsStatus {
+            count: 1,
+            expiring_soon: 0,
+            per_cluster: vec![PoolGroup { cluster_id: label("east"), pools: 1, expiring_soon: 0 }],
+        },
         routers: LeasedStatus { count: 0, expiring_soon: 0 },
         hold: HoldStatus { active: false, since_ms_ago: None, held_leases: 0, max_hold_ms: 30_000 },
         conflicts: vec![],

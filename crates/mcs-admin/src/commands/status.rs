@@ -164,6 +164,12 @@ pub(crate) fn report(status: &Status, colour: bool) -> String {
         ]);
     }
     text.push_str(&clusters.render());
+    text.push_str(&format!("\nPOOLS BY CLUSTER ({})\n", status.pools.per_cluster.len()));
+    let mut groups = Table::new(["CLUSTER", "POOLS", "EXPIRING SOON"]);
+    for g in &status.pools.per_cluster {
+        groups.row([g.cluster_id.to_string(), g.pools.to_string(), g.expiring_soon.to_string()]);
+    }
+    text.push_str(&groups.render());
     if !status.conflicts.is_empty() {
         text.push_str(&format!("\nCONFLICTS ({})\n", status.conflicts.len()));
         let mut conflicts = Table::new(["SERVICE", "CLUSTERS", "REASON", "MESSAGE"]);
@@ -236,7 +242,15 @@ mod tests {
                 conflicts: 1,
                 pools: 6,
             }],
-            pools: LeasedStatus { count: 6, expiring_soon: 6 },
+            pools: PoolsStatus {
+                count: 6,
+                expiring_soon: 6,
+                per_cluster: vec![PoolGroup {
+                    cluster_id: label("east"),
+                    pools: 6,
+                    expiring_soon: 6,
+                }],
+            },
             routers: LeasedStatus { count: 0, expiring_soon: 0 },
             hold: HoldStatus {
                 active: true,
@@ -277,6 +291,7 @@ mod tests {
             "pools     6 (6 expiring soon)",
             "CLUSTER         INCARNATION  RENEWED  EXPIRES IN  EXPORTS  CONFLICTS  POOLS\n\
              east (at risk)  east-1       3 s ago  28 s        1        1          6\n",
+            "POOLS BY CLUSTER (1)\nCLUSTER  POOLS  EXPIRING SOON\neast     6      6\n",
             "llm/web  east,west  PortConflict  ports differ",
             "pools    6      f00",
         ] {

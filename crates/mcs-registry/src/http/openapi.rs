@@ -11,7 +11,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use mcs_api::status::{
     ClusterStatus, ConflictStatus, ErrorCount, Finding, HoldStatus, Incomplete, LeasedStatus,
-    PollKind, ProcessStatus, ReaderStatus, SectionStatus, Severity, Status, ViewStatus,
+    PollKind, PoolGroup, PoolsStatus, ProcessStatus, ReaderStatus, SectionStatus, Severity, Status,
+    ViewStatus,
 };
 use mcs_api::{
     Cluster, ClusterList, ClusterRegistered, ClusterRegistration, ErrorBody, Export,
@@ -51,7 +52,8 @@ may not read or write what it asked for.";
         ExportRequest, ExportAccepted, ExportList, Export, ImportList, ServiceImport,
         Withdrawn, ErrorBody,
         Status, ProcessStatus, ViewStatus, Incomplete, SectionStatus, ReaderStatus, PollKind,
-        ErrorCount, ClusterStatus, LeasedStatus, HoldStatus, ConflictStatus, Finding, Severity,
+        ErrorCount, ClusterStatus, LeasedStatus, PoolsStatus, PoolGroup, HoldStatus, ConflictStatus,
+        Finding, Severity,
     ))
 )]
 struct Components;

@@ -19,8 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router, middleware};
 use mcs_api::status::{
-    ClusterStatus, ConflictStatus, ErrorCount, HoldStatus, LeasedStatus, ProcessStatus,
-    ReaderStatus, SectionStatus, Status, ViewStatus,
+    ClusterStatus, ConflictStatus, ErrorCount, HoldStatus, LeasedStatus, PoolGroup, PoolsStatus,
+    ProcessStatus, ReaderStatus, SectionStatus, Status, ViewStatus,
 };
 use mcs_api::{ConditionStatus, Label, ServiceName};
 use mcs_core::{Key, Kind, SectionKind, View};
@@ -174,7 +174,11 @@ pub fn document(state: &AppState) -> Status {
             table_schema_too_new: live.schema_too_new().map(|(found, _)| found),
         },
         clusters: clusters(&view, now, about.skew_ms, &at_risk),
-        pools: LeasedStatus { count: view.pools().len() as u64, expiring_soon: risky(Kind::Pool) },
+        pools: PoolsStatus {
+            count: view.pools().len() as u64,
+            expiring_soon: risky(Kind::Pool),
+            per_cluster: pool_groups(&view, &at_risk),
+        },
         routers: LeasedStatus {
             count: view.routers().len() as u64,
             expiring_soon: risky(Kind::Router),
@@ -234,6 +238,24 @@ fn clusters(view: &View, now: u64, skew_ms: u64, at_risk: &HashSet<&Key>) -> Vec
         .collect();
     clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     clusters
+}
+
+/// The served pools by the cluster their keys name, with those at risk.
+fn pool_groups(view: &View, at_risk: &HashSet<&Key>) -> Vec<PoolGroup> {
+    let mut groups: BTreeMap<&Label, (u64, u64)> = BTreeMap::new();
+    for pool in view.pools().values() {
+        let group = groups.entry(&pool.pool_key.cluster_id).or_default();
+        group.0 += 1;
+        group.1 += u64::from(at_risk.contains(&Key::Pool { pool_id: pool.pool_id.clone() }));
+    }
+    groups
+        .into_iter()
+        .map(|(cluster_id, (pools, expiring_soon))| PoolGroup {
+            cluster_id: cluster_id.clone(),
+            pools,
+            expiring_soon,
+        })
+        .collect()
 }
 
 /// Whether an export reports `Conflict=True`.

@@ -6,8 +6,8 @@
 //!
 //! Findings come first, then the view, the reader, the hold, the clusters
 //! ([`CLUSTERS_PER_PAGE`] a page, with links to the others; each row counts
-//! the cluster's pools, so 1,000 pools read as a column, not 1,000 rows)
-//! and the conflicts. Accessibility basics: one `h1`, an `h2` per part,
+//! the cluster's pools), the pools grouped by cluster (as many a page), so
+//! 1,000 pools read as counts, not 1,000 rows, and the conflicts. Accessibility basics: one `h1`, an `h2` per part,
 //! tables with captions and `th` headers of a scope, severity said in
 //! words (not only in colour), colours of a contrast above 7:1 on white.
 
@@ -87,6 +87,7 @@ fn body(status: &Status, page: usize) -> Markup {
         (reader(status))
         (hold(status))
         (clusters(status, page))
+        (pools(status, page))
         (conflicts(status))
     }
 }
@@ -213,6 +214,33 @@ fn clusters(status: &Status, page: usize) -> Markup {
                             td { (c.exports) }
                             td class=@if c.conflicts > 0 { "warning" } { (c.conflicts) }
                             td { (c.pools) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The pools by cluster, [`CLUSTERS_PER_PAGE`] clusters a page (the
+/// `page` of the clusters' table).
+fn pools(status: &Status, page: usize) -> Markup {
+    let groups = &status.pools.per_cluster;
+    let pages = groups.len().div_ceil(CLUSTERS_PER_PAGE).max(1);
+    let page = page.clamp(1, pages);
+    let shown = groups.iter().skip((page - 1) * CLUSTERS_PER_PAGE).take(CLUSTERS_PER_PAGE);
+    html! {
+        section id="pools" aria-labelledby="pools-h" {
+            h2 id="pools-h" { "Pools by cluster (" (status.pools.count) " pools, " (groups.len()) " clusters)" }
+            table {
+                caption { "Pools by the cluster their keys name, page " (page) " of " (pages) }
+                thead { tr { th scope="col" { "cluster" } th scope="col" { "pools" } th scope="col" { "expiring soon" } } }
+                tbody {
+                    @for g in shown {
+                        tr data-pool-cluster=(g.cluster_id) {
+                            th scope="row" { (g.cluster_id) }
+                            td { (g.pools) }
+                            td class=@if g.expiring_soon > 0 { "warning" } { (g.expiring_soon) }
                         }
                     }
                 }

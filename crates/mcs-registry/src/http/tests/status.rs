@@ -89,6 +89,13 @@ async fn the_document_reports_clusters_conflicts_and_each_sections_fingerprint()
     assert_eq!(conflict.reason, "PortConflict");
 
     assert_eq!(doc.pools.count, 1);
+    let groups: Vec<(&str, u64, u64)> = doc
+        .pools
+        .per_cluster
+        .iter()
+        .map(|g| (g.cluster_id.as_str(), g.pools, g.expiring_soon))
+        .collect();
+    assert_eq!(groups, [("east", 1, 0)]);
     assert!(!doc.hold.active);
     assert_eq!(doc.findings.len(), 1, "{:#?}", doc.findings);
     assert_eq!(doc.findings[0].code, "conflict");
@@ -117,6 +124,7 @@ async fn leases_past_their_renewal_are_expiring_soon_before_they_end() {
     h.clock.advance(1);
     let doc = status(&h.registry.state).await;
     assert_eq!(doc.pools.expiring_soon, 1);
+    assert_eq!(doc.pools.per_cluster[0].expiring_soon, 1, "counted in its cluster's group");
     assert!(doc.clusters.iter().all(|c| c.at_risk), "{:?}", doc.clusters);
     assert_eq!(doc.clusters[0].renewed_ms_ago, Some(13_001));
     assert_eq!(doc.clusters[0].expires_in_ms, Some(30_000 + SKEW - 13_001));
@@ -247,9 +255,12 @@ async fn the_page_lists_fifty_clusters_a_page_with_their_pools_counted() {
     let c000 = &first[first.find(r#"data-cluster="c000""#).unwrap()..];
     let row = &c000[..c000.find("</tr>").unwrap()];
     assert!(row.ends_with("<td>10</td>"), "ten pools counted in the row: {row}");
+    assert_eq!(first.matches("<tr data-pool-cluster=").count(), 50, "pools by cluster, paged");
+    assert!(first.contains("Pools by cluster (1000 pools, 100 clusters)"), "{first}");
     assert!(first.len() < 64 * 1024, "a page of {} bytes", first.len());
     let last = page(&h.registry.state, "/status?page=3").await;
     assert_eq!(rows(&last), 20);
+    assert_eq!(last.matches("<tr data-pool-cluster=").count(), 50, "the last of two pages");
     assert!(last.contains(r#"data-cluster="c119""#));
     assert!(last.contains(r#"<strong aria-current="page">page 3</strong>"#));
     let beyond = page(&h.registry.state, "/status?page=99").await;
