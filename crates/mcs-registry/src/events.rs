@@ -119,6 +119,7 @@ impl Journals {
         journals.start(view);
         view.expire_due();
         let journal = journals.journal(section);
+        journal.active.store(true, Ordering::SeqCst);
         let mut state = journal.sync(view, journals.instance);
         let revision = resume.resource_version.and_then(|rv| parse_revision(rv, journals.instance));
         let first = match revision {
@@ -134,11 +135,11 @@ impl Journals {
         Ok(Subscription { first, batches })
     }
 
-    /// Brings every journal up to date with the view, expiring due leases
-    /// first as a list read does.
+    /// Brings every journal that has been streamed from up to date with
+    /// the view, expiring due leases first as a list read does.
     pub fn sync(&self, view: &LiveView) {
         view.expire_due();
-        for journal in &self.journals {
+        for journal in self.journals.iter().filter(|j| j.active.load(Ordering::SeqCst)) {
             drop(journal.sync(view, self.instance));
         }
     }
@@ -185,6 +186,9 @@ pub fn lagged_event() -> Bytes {
 #[derive(Debug)]
 struct Journal {
     section: SectionKind,
+    /// Set by the first stream of this section: until then, its changes
+    /// cost nothing (a stream starts from the list, not from history).
+    active: AtomicBool,
     state: Mutex<State>,
     sender: broadcast::Sender<Arc<Batch>>,
 }
@@ -207,7 +211,12 @@ struct State {
 
 impl Journal {
     fn new(section: SectionKind) -> Self {
-        Self { section, state: Mutex::default(), sender: broadcast::channel(LAG).0 }
+        Self {
+            section,
+            active: AtomicBool::new(false),
+            state: Mutex::default(),
+            sender: broadcast::channel(LAG).0,
+        }
     }
 
     /// The state, synced with `view`: if the section changed since the last
