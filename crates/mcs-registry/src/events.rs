@@ -33,6 +33,10 @@ use tokio::sync::broadcast;
 /// within this many changes of its last bookmark gets only what it missed.
 pub const HISTORY: usize = 1024;
 
+/// Bytes of batches kept per section at most, whatever their number: a
+/// full re-read that replaces a large section is one large batch.
+pub const HISTORY_BYTES: usize = 64 << 20;
+
 /// Batches a watcher may fall behind the newest before it is disconnected
 /// with an `ERROR` event: the shared buffer's length, the same for all, so
 /// a slow watcher costs memory for no one.
@@ -119,6 +123,7 @@ impl Journals {
         journals.start(view);
         view.expire_due();
         let journal = journals.journal(section);
+        journal.active.store(true, Ordering::SeqCst);
         let mut state = journal.sync(view, journals.instance);
         let revision = resume.resource_version.and_then(|rv| parse_revision(rv, journals.instance));
         let first = match revision {
@@ -134,11 +139,11 @@ impl Journals {
         Ok(Subscription { first, batches })
     }
 
-    /// Brings every journal up to date with the view, expiring due leases
-    /// first as a list read does.
+    /// Brings every journal that has been streamed from up to date with
+    /// the view, expiring due leases first as a list read does.
     pub fn sync(&self, view: &LiveView) {
         view.expire_due();
-        for journal in &self.journals {
+        for journal in self.journals.iter().filter(|j| j.active.load(Ordering::SeqCst)) {
             drop(journal.sync(view, self.instance));
         }
     }
@@ -185,6 +190,9 @@ pub fn lagged_event() -> Bytes {
 #[derive(Debug)]
 struct Journal {
     section: SectionKind,
+    /// Set by the first stream of this section: until then, its changes
+    /// cost nothing (a stream starts from the list, not from history).
+    active: AtomicBool,
     state: Mutex<State>,
     sender: broadcast::Sender<Arc<Batch>>,
 }
@@ -201,13 +209,20 @@ struct State {
     /// Each served item's key, digest and JSON.
     items: BTreeMap<String, (ItemDigest, Bytes)>,
     history: VecDeque<Arc<Batch>>,
+    /// The bytes of `history`'s batches.
+    history_bytes: usize,
     /// The whole list as events, at a revision.
     snapshot: Option<(u64, Bytes)>,
 }
 
 impl Journal {
     fn new(section: SectionKind) -> Self {
-        Self { section, state: Mutex::default(), sender: broadcast::channel(LAG).0 }
+        Self {
+            section,
+            active: AtomicBool::new(false),
+            state: Mutex::default(),
+            sender: broadcast::channel(LAG).0,
+        }
     }
 
     /// The state, synced with `view`: if the section changed since the last
@@ -269,10 +284,7 @@ impl Journal {
         state.revision += 1;
         events.extend_from_slice(&state.bookmark(instance));
         let batch = Arc::new(Batch { revision: state.revision, bytes: Bytes::from(events) });
-        if state.history.len() == HISTORY {
-            state.history.pop_front();
-        }
-        state.history.push_back(batch.clone());
+        state.keep(batch.clone());
         state.snapshot = None;
         // No receiver: nobody watches now; the history keeps it.
         let _ = self.sender.send(batch);
@@ -281,6 +293,20 @@ impl Journal {
 }
 
 impl State {
+    /// Adds `batch` to the history, dropping the oldest past [`HISTORY`]
+    /// batches or [`HISTORY_BYTES`] (the newest is always kept).
+    fn keep(&mut self, batch: Arc<Batch>) {
+        self.history_bytes += batch.bytes.len();
+        self.history.push_back(batch);
+        while self.history.len() > HISTORY
+            || (self.history_bytes > HISTORY_BYTES && self.history.len() > 1)
+        {
+            if let Some(oldest) = self.history.pop_front() {
+                self.history_bytes -= oldest.bytes.len();
+            }
+        }
+    }
+
     /// Whether the history holds every batch after `revision`.
     fn holds_since(&self, revision: u64) -> bool {
         let oldest = self.history.front().map_or(self.revision + 1, |b| b.revision);
@@ -383,14 +409,32 @@ mod tests {
         assert!(!state.holds_since(4), "an empty history holds no batch");
         assert!(!state.holds_since(6), "a revision not reached yet");
         for revision in 3..=5 {
-            state.history.push_back(Arc::new(Batch {
-                revision,
-                bytes: Bytes::from(format!("{revision}\n")),
-            }));
+            state.keep(Arc::new(Batch { revision, bytes: Bytes::from(format!("{revision}\n")) }));
         }
         assert!(state.holds_since(2));
         assert!(!state.holds_since(1));
         assert_eq!(state.since(3, 1), Bytes::from("4\n5\n"));
         assert_eq!(state.since(4, 1), Bytes::from("5\n"));
+    }
+
+    #[test]
+    fn the_history_is_bounded_in_batches_and_in_bytes() {
+        let mut state = State::default();
+        for revision in 1..=HISTORY as u64 + 2 {
+            state.keep(Arc::new(Batch { revision, bytes: Bytes::from_static(b"x\n") }));
+        }
+        assert_eq!(state.history.len(), HISTORY);
+        assert_eq!(state.history.front().unwrap().revision, 3);
+        assert_eq!(state.history_bytes, 2 * HISTORY);
+        let big = Bytes::from(vec![b'y'; HISTORY_BYTES / 2 + 1]);
+        for revision in 2000..2003 {
+            state.keep(Arc::new(Batch { revision, bytes: big.clone() }));
+        }
+        assert_eq!(state.history.len(), 1, "two halves and more are over the bound");
+        assert_eq!(state.history_bytes, big.len());
+        let huge = Bytes::from(vec![b'z'; HISTORY_BYTES + 1]);
+        state.keep(Arc::new(Batch { revision: 3000, bytes: huge }));
+        assert_eq!(state.history.len(), 1, "the newest stays, whatever its size");
+        assert_eq!(state.history.back().unwrap().revision, 3000);
     }
 }
