@@ -115,11 +115,12 @@ impl Journals {
     ///
     /// Starts the task that keeps journals up to date, on first use.
     pub fn subscribe(
+        self: &Arc<Self>,
         view: &Arc<LiveView>,
         section: SectionKind,
         resume: &Resume<'_>,
     ) -> Result<Subscription, Expired> {
-        let journals = view.events();
+        let journals = self;
         journals.start(view);
         view.expire_due();
         let journal = journals.journal(section);
@@ -149,21 +150,24 @@ impl Journals {
     }
 
     /// Spawns, once, the task that syncs journals on every change of the
-    /// view; it ends with the view.
-    fn start(&self, view: &Arc<LiveView>) {
+    /// view; it ends with the view or the journals.
+    fn start(self: &Arc<Self>, view: &Arc<LiveView>) {
         if self.running.swap(true, Ordering::SeqCst) {
             return;
         }
         let weak: Weak<LiveView> = Arc::downgrade(view);
+        let journals: Weak<Journals> = Arc::downgrade(self);
         let mut changes = view.subscribe();
         tokio::spawn(async move {
             loop {
                 // Marked seen before the look, so a change during it is
                 // looked at again.
                 changes.borrow_and_update();
-                let Some(view) = weak.upgrade() else { return };
-                view.events().sync(&view);
-                drop(view);
+                let (Some(view), Some(journals)) = (weak.upgrade(), journals.upgrade()) else {
+                    return;
+                };
+                journals.sync(&view);
+                drop((view, journals));
                 if changes.changed().await.is_err() {
                     return;
                 }

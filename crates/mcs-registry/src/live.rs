@@ -1,7 +1,7 @@
 //! The view as the HTTP layer sees it: the merged [`View`] behind a lock,
 //! completeness, a change signal for long-polls, rendered list bodies
-//! cached per section until its content or completeness changes, and the
-//! sections' event journals (`crate::events`).
+//! cached per section until its content or completeness changes. The
+//! sections' event journals (`crate::events`) read it from the floor above.
 //!
 //! ```text
 //!  Registrar ─apply─┐          ┌─► render(section) ─► GET lists (cached bytes)
@@ -11,7 +11,6 @@
 //! ```
 
 use crate::clock::Clock;
-use crate::events::Journals;
 use crate::metrics as m;
 use bytes::Bytes;
 use mcs_core::section::ListBody;
@@ -116,8 +115,6 @@ pub struct LiveView {
     /// no error streak; always true for registrations.
     discovery_complete: AtomicBool,
     polls: Mutex<PollFacts>,
-    /// The sections' changes as events, for event watches.
-    events: Journals,
 }
 
 impl LiveView {
@@ -156,7 +153,6 @@ impl LiveView {
             published_complete: AtomicBool::new(false),
             discovery_complete: AtomicBool::new(true),
             polls: Mutex::new(PollFacts::default()),
-            events: Journals::default(),
         }
     }
 
@@ -439,11 +435,6 @@ impl LiveView {
             && self.clock.now_ms().saturating_sub(last) <= self.stale_after_ms
             && !self.holding.load(Ordering::SeqCst)
             && self.is_discovery_complete()
-    }
-
-    /// The sections' event journals (`crate::events`).
-    pub fn events(&self) -> &Journals {
-        &self.events
     }
 
     /// A receiver that sees a new value whenever any served section changes.

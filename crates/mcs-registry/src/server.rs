@@ -82,6 +82,7 @@ impl Registry {
         );
         let state = Arc::new(AppState {
             view,
+            events: Arc::new(crate::events::Journals::default()),
             registrar,
             max_watch: settings.max_watch,
             watch_slots: Arc::new(Semaphore::new(settings.max_watches)),

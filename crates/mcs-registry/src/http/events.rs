@@ -7,8 +7,8 @@
 
 use super::AppState;
 use super::error::ApiError;
-use super::lists::{WatchSlot, if_none_match};
-use crate::events::{Journals, Resume, Subscription, lagged_event};
+use super::watching::{WatchSlot, if_none_match};
+use crate::events::{Resume, Subscription, lagged_event};
 use crate::metrics as m;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -45,18 +45,20 @@ pub(super) fn stream(
         .collect();
     let resume =
         Resume { resource_version: query.resource_version.as_deref(), fingerprints: &fingerprints };
-    let Subscription { first, batches } = match Journals::subscribe(&state.view, section, &resume) {
-        Ok(subscription) => subscription,
-        Err(_) => {
-            return ApiError::Expired {
-                field: "resource_version".into(),
-                message: "resource_version is not in this registry's history (older than it, or \
+    let Subscription { first, batches } =
+        match state.events.subscribe(&state.view, section, &resume) {
+            Ok(subscription) => subscription,
+            Err(_) => {
+                return ApiError::Expired {
+                    field: "resource_version".into(),
+                    message:
+                        "resource_version is not in this registry's history (older than it, or \
                           another process's): watch without it to list again"
-                    .into(),
+                            .into(),
+                }
+                .into_response();
             }
-            .into_response();
-        }
-    };
+        };
     let timeout =
         query.timeout_secs.map_or(state.max_watch, Duration::from_secs).min(state.max_watch);
     let open = Open {

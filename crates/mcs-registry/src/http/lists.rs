@@ -8,6 +8,7 @@
 
 use super::AppState;
 use super::extract::ValidQuery;
+use super::watching::{GZIP_TAG, WatchSlot, if_none_match};
 use crate::live::Rendered;
 use crate::metrics as m;
 use axum::extract::State;
@@ -18,7 +19,6 @@ use mcs_core::SectionKind;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
 
 /// Default long-poll length when `timeout_secs` is absent.
 const DEFAULT_WATCH: Duration = Duration::from_secs(30);
@@ -134,28 +134,6 @@ async fn watch(
     }
 }
 
-/// The suffix of the gzip body's entity tag.
-const GZIP_TAG: &str = "-gzip";
-
-/// The entity tags of `If-None-Match`, unquoted (weak ones compared by
-/// their opaque part, as RFC 9110 prescribes for this header) and without
-/// [`GZIP_TAG`]: a validator of the compressed body validates the same
-/// content, and the `304` carries the tag of the encoding asked for.
-pub(super) fn if_none_match(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|tag| {
-            let tag = tag.trim();
-            let tag = tag.strip_prefix("W/").unwrap_or(tag).trim_matches('"');
-            tag.strip_suffix(GZIP_TAG).unwrap_or(tag).to_owned()
-        })
-        .filter(|tag| !tag.is_empty())
-        .collect()
-}
-
 /// Whether `Accept-Encoding` accepts gzip (`gzip`, `x-gzip` or `*`, with
 /// a quality above zero).
 fn accepts_gzip(headers: &HeaderMap) -> bool {
@@ -212,41 +190,9 @@ fn not_modified(rendered: &Rendered, gzip: bool) -> Response {
         .into_response()
 }
 
-/// A slot of `--max-watches`, held (and counted in `mcs_http_watchers`)
-/// while a long-poll waits or an event stream is open.
-pub(super) struct WatchSlot {
-    _permit: OwnedSemaphorePermit,
-}
-
-impl WatchSlot {
-    /// A slot, or `None` when every slot is taken.
-    pub(super) fn take(state: &AppState) -> Option<Self> {
-        let permit = state.watch_slots.clone().try_acquire_owned().ok()?;
-        metrics::gauge!(m::WATCHERS).increment(1.0);
-        Some(WatchSlot { _permit: permit })
-    }
-}
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        metrics::gauge!(m::WATCHERS).decrement(1.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn if_none_match_parsing() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::IF_NONE_MATCH,
-            HeaderValue::from_static("\"a\", W/\"b\" ,*, \"c-incomplete-gzip\""),
-        );
-        assert_eq!(if_none_match(&headers), vec!["a", "b", "*", "c-incomplete"]);
-        assert!(if_none_match(&HeaderMap::new()).is_empty());
-    }
 
     #[test]
     fn accept_encoding_parsing() {

@@ -8,6 +8,7 @@ mod extract;
 mod lists;
 mod openapi;
 pub mod status;
+mod watching;
 mod writes;
 
 pub use error::ApiError;
@@ -32,6 +33,8 @@ use tokio::sync::{Semaphore, watch};
 pub struct AppState {
     /// The served view.
     pub view: Arc<LiveView>,
+    /// The sections' changes as events, for event watches (`crate::events`).
+    pub events: Arc<crate::events::Journals>,
     /// The write path.
     pub registrar: Arc<Registrar>,
     /// Longest long-poll.

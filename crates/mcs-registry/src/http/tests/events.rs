@@ -66,8 +66,8 @@ impl Harness {
     /// every change (a test that counts batches must not let two changes
     /// fall into one look).
     fn sync_events(&self) {
-        let view = &self.registry.state.view;
-        view.events().sync(view);
+        let state = &self.registry.state;
+        state.events.sync(&state.view);
     }
 }
 
