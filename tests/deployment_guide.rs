@@ -18,6 +18,7 @@
 //! required, see mcs-testkit's `k8s`) the run returns with a notice, the
 //! parse tests below always run.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
@@ -25,6 +26,7 @@ use mcs_testkit::k8s::K8sEnv;
 use mcs_testkit::multiregion::Replicator;
 use mcs_tests::controller::ControllerProcess;
 use mcs_tests::deployment::{LocalPod, flag_value, without};
+use mcs_tests::dns::CoreDns;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -179,7 +181,16 @@ fn a_block_neither_run_nor_marked_is_refused() {
 }
 
 /// The glue steps the guide may name.
-const GLUE: [&str; 5] = ["replicate", "start-registry", "start-controller", "endpoints", "stop"];
+const GLUE: [&str; 8] = [
+    "replicate",
+    "start-registry",
+    "start-controller",
+    "endpoints",
+    "coredns-configmap",
+    "start-coredns",
+    "resolve",
+    "stop",
+];
 
 /// A cluster of the run: its API server and the processes playing its pods.
 struct Cluster {
@@ -187,6 +198,8 @@ struct Cluster {
     kube: kube::Client,
     registry: Option<(mcs_tests::RegistryProcess, String)>,
     controller: Option<ControllerProcess>,
+    /// CoreDNS on the cluster's Corefile (glue `start-coredns`).
+    coredns: Option<CoreDns>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,10 +248,13 @@ async fn the_deployment_guide_runs() {
     let mut clusters: BTreeMap<String, Cluster> = BTreeMap::new();
     for env in [east, west] {
         let kube = env.client().await;
-        clusters
-            .insert(env.name().to_owned(), Cluster { env, kube, registry: None, controller: None });
+        clusters.insert(
+            env.name().to_owned(),
+            Cluster { env, kube, registry: None, controller: None, coredns: None },
+        );
     }
     let mut replicator = None;
+    let mut resolved = 0;
     let mut not_run = Vec::new();
     let mut ran = 0;
     for step in &steps {
@@ -320,6 +336,86 @@ async fn the_deployment_guide_runs() {
                             .await
                             .expect("the EndpointSlice");
                     }
+                    // What kubeadm installs for the cluster DNS: the
+                    // ConfigMap with its default Corefile and CoreDNS's
+                    // ServiceAccount under its system:coredns role.
+                    ["coredns-configmap", context] => {
+                        let cluster = clusters.get(*context).expect("a cluster");
+                        mcs_tests::dns::coredns_rbac(&cluster.kube, false).await;
+                        let map: ConfigMap = serde_json::from_value(serde_json::json!({
+                            "metadata": {"name": "coredns", "namespace": "kube-system"},
+                            "data": {"Corefile": mcs_tests::dns::KUBEADM_COREFILE},
+                        }))
+                        .expect("a ConfigMap");
+                        mcs_tests::controller::apply(
+                            &Api::namespaced(cluster.kube.clone(), "kube-system"),
+                            &map,
+                        )
+                        .await;
+                    }
+                    // The cluster's CoreDNS pod after the guide's edit: the
+                    // `kubernetes` block of the ConfigMap's Corefile as the
+                    // guide left it, served by CoreDNS outside the cluster.
+                    ["start-coredns", context] => {
+                        let cluster = clusters.get_mut(*context).expect("a cluster");
+                        let maps: Api<ConfigMap> =
+                            Api::namespaced(cluster.kube.clone(), "kube-system");
+                        let corefile = maps
+                            .get("coredns")
+                            .await
+                            .expect("ConfigMap kube-system/coredns")
+                            .data
+                            .and_then(|d| d.get("Corefile").cloned())
+                            .expect("a Corefile");
+                        let block = mcs_tests::dns::kubernetes_block(&corefile)
+                            .unwrap_or_else(|| panic!("no kubernetes block in:\n{corefile}"));
+                        assert!(
+                            block.contains("multicluster clusterset.local")
+                                && block.starts_with("kubernetes cluster.local clusterset.local "),
+                            "the guide's edit left:\n{corefile}"
+                        );
+                        assert_eq!(
+                            corefile.matches("multicluster").count(),
+                            1,
+                            "the edit, run twice, added the line twice:\n{corefile}"
+                        );
+                        cluster.coredns = Some(CoreDns::start(&cluster.env, &block).await);
+                    }
+                    // What the guide's pod would see: the name resolves to
+                    // the ServiceImport's clusterset IPs.
+                    ["resolve", context, name] => {
+                        let cluster = clusters.get(*context).expect("a cluster");
+                        let coredns = cluster.coredns.as_ref().expect("glue start-coredns first");
+                        let imports = Api::<DynamicObject>::namespaced_with(
+                            cluster.kube.clone(),
+                            "demo",
+                            &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+                                "multicluster.x-k8s.io",
+                                "v1alpha1",
+                                "ServiceImport",
+                            )),
+                        );
+                        let import = imports.get("web").await.expect("ServiceImport demo/web");
+                        let ips: Vec<String> = import.data["spec"]["ips"]
+                            .as_array()
+                            .map(|ips| {
+                                ips.iter().filter_map(|ip| ip.as_str().map(str::to_owned)).collect()
+                            })
+                            .unwrap_or_default();
+                        let v4: Vec<&str> =
+                            ips.iter().map(String::as_str).filter(|ip| !ip.contains(':')).collect();
+                        assert!(!v4.is_empty(), "demo/web has no IPv4 clusterset IP: {ips:?}");
+                        coredns
+                            .until(
+                                &format!("{name}."),
+                                hickory_proto::rr::RecordType::A,
+                                Duration::from_secs(30),
+                                "the clusterset IP",
+                                |a| a.has(&v4),
+                            )
+                            .await;
+                        resolved += 1;
+                    }
                     ["stop", context] => {
                         let cluster = clusters.get_mut(*context).expect("a cluster");
                         cluster.controller = None;
@@ -336,6 +432,7 @@ async fn the_deployment_guide_runs() {
         eprintln!("  not run: {line}");
     }
     assert!(ran > 0 && !not_run.is_empty());
+    assert!(resolved > 0, "the guide's DNS section resolved nothing");
     // What the guide claims, checked here too: the import arrived with
     // east's endpoint (the guide's own wait loops would have failed
     // otherwise; this names it), and went with the export.

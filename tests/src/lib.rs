@@ -3,7 +3,8 @@
 //! `controller.rs`, `charts.rs` … beside its manifest): the workspace
 //! binaries, the DynamoDB endpoint of the tests, a running `mcs-registry`
 //! process, the controller's clusterset (`controller`) and the Helm
-//! charts' tools and rendering (`charts`).
+//! charts' tools and rendering (`charts`), CoreDNS and a DNS client
+//! (`dns`).
 //!
 //! ```text
 //!  binaries!() ─► CARGO_BIN_EXE_mcs-{registry,admin}-for-tests: both binaries,
@@ -17,6 +18,7 @@
 pub mod charts;
 pub mod controller;
 pub mod deployment;
+pub mod dns;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

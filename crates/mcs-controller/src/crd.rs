@@ -165,6 +165,8 @@ pub struct ClusterStatus {
 }
 
 /// The CRD of `K`, served as v1beta1 (stored) and v1alpha1 with one schema.
+/// v1alpha1 must stay served: CoreDNS's `kubernetes` plugin reads
+/// ServiceImports at that version only (ClusterSet DNS, tests/dns.rs).
 fn both_versions<K: CustomResourceExt>() -> CustomResourceDefinition {
     let mut crd = K::crd();
     let mut older = crd.spec.versions[0].clone();
