@@ -94,6 +94,37 @@ fn the_controller_charts_roles_grant_exactly_the_controllers_rules() {
     assert_eq!(role.rules, Some(want), "the chart's Lease Role against rbac::lease_rules");
 }
 
+/// Issue 25: with `coredns.configure=true`, CoreDNS's ClusterRole grants
+/// exactly `mcs_controller::coredns::SERVICEIMPORT_RULES`, and the hooks'
+/// Role exactly `CONFIGMAP_VERBS` on CoreDNS's ConfigMap by name.
+#[test]
+fn the_controller_charts_coredns_roles_grant_exactly_what_coredns_and_the_hooks_use() {
+    let Some(helm) = Helm::find() else { return };
+    let values = [CONTROLLER_MIN, &["coredns.configure=true", "coredns.configMap=dns"]].concat();
+    let docs = helm.template("mcs-controller", "mcs-system", &values);
+    let named = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .clone()
+    };
+    let role: ClusterRole =
+        serde_json::from_value(named("ClusterRole", "t-mcs-controller-coredns-serviceimports"))
+            .unwrap();
+    let want =
+        mcs_controller::rbac::cluster_role_of("x", mcs_controller::coredns::SERVICEIMPORT_RULES)
+            .rules;
+    assert_eq!(role.rules, want, "templates/coredns-rbac.yaml against SERVICEIMPORT_RULES");
+    let role: Role = serde_json::from_value(named("Role", "t-mcs-controller-coredns")).unwrap();
+    assert_eq!(role.metadata.namespace.as_deref(), Some("kube-system"));
+    let rules = role.rules.unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0].resources, Some(vec!["configmaps".to_owned()]));
+    assert_eq!(rules[0].resource_names, Some(vec!["dns".to_owned()]));
+    let verbs: Vec<&str> = rules[0].verbs.iter().map(String::as_str).collect();
+    assert_eq!(verbs, mcs_controller::coredns::CONFIGMAP_VERBS);
+}
+
 /// Issue 23 item 8: the chart ships the admission policy that
 /// `mcs-controller rbac` prints, for the release's ServiceAccount, and
 /// leaves it out when asked.
@@ -299,6 +330,14 @@ const CONTROLLER_COMBINATIONS: &[&[&str]] = &[
         "autoExport.enabled=true",
     ],
     &["registryUrl=http://r:8080", "registryAllowInsecureHttp=true", "serviceMonitor.enabled=true"],
+    // The hooks' Role in CoreDNS's namespace: the release's here, as the
+    // dry run applies every object to one namespace.
+    &[
+        "registryUrl=http://r:8080",
+        "registryAllowInsecureHttp=true",
+        "coredns.configure=true",
+        "coredns.namespace=mcs",
+    ],
 ];
 
 /// The Deployment `name` in `namespace` as the API server holds it, as JSON.

@@ -83,3 +83,8 @@ capabilities:
 {{- fail (printf "registryUrl %s must start with https:// or http://" $v.registryUrl) }}
 {{- end }}
 {{- end }}
+
+{{/* The objects of coredns.configure: `<fullname>-coredns`, short enough for a Job name with `-unconfigure`. */}}
+{{- define "mcs-controller.corednsName" -}}
+{{- printf "%s-coredns" (include "mcs-controller.fullname" . | trunc 42 | trimSuffix "-") }}
+{{- end }}

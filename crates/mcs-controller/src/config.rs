@@ -82,7 +82,8 @@ impl Cli {
     }
 }
 
-/// What `mcs-controller` can print.
+/// What `mcs-controller` can do instead of running: print what deploying
+/// it needs, or configure the cluster's CoreDNS.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// The ServiceExport and ServiceImport CRDs (YAML).
@@ -91,6 +92,11 @@ pub enum Command {
     /// Role for the leader-election Lease in its namespace, and their
     /// bindings to the controller's ServiceAccount.
     Rbac(RbacArgs),
+    /// Makes the cluster's CoreDNS answer the clusterset zone from
+    /// ServiceImports (`configure`), or undoes exactly that
+    /// (`unconfigure`): the Corefile in its ConfigMap, edited in place.
+    #[command(subcommand)]
+    Coredns(CorednsCommand),
     /// The shell completion script of mcs-controller for SHELL, e.g.
     /// `mcs-controller completions bash > /etc/bash_completion.d/mcs-controller`.
     Completions {
@@ -127,6 +133,77 @@ impl RbacArgs {
             service_account: self.service_account.clone(),
             lease: self.leader_election_lease.clone(),
         }
+    }
+}
+
+/// `mcs-controller coredns …` (`mcs_controller::coredns`).
+#[derive(Debug, Clone, Subcommand)]
+pub enum CorednsCommand {
+    /// Adds the zone to the Corefile's `kubernetes` block of cluster.local
+    /// (after cluster.local, and the line `multicluster <zone>`), recording
+    /// what it added in an annotation of the ConfigMap; a second run writes
+    /// nothing.
+    Configure {
+        /// The ConfigMap.
+        #[command(flatten)]
+        target: CorednsTarget,
+        /// The clusterset zone.
+        #[arg(long, default_value = "clusterset.local")]
+        zone: String,
+    },
+    /// Removes what `configure` recorded, and the record; nothing else.
+    Unconfigure {
+        /// The ConfigMap.
+        #[command(flatten)]
+        target: CorednsTarget,
+    },
+}
+
+/// The ConfigMap of CoreDNS's Corefile, and how to log.
+#[derive(Debug, Clone, Args)]
+pub struct CorednsTarget {
+    /// Namespace of CoreDNS's ConfigMap.
+    #[arg(long, default_value = "kube-system")]
+    pub namespace: String,
+    /// CoreDNS's ConfigMap.
+    #[arg(long, default_value = "coredns")]
+    pub configmap: String,
+    /// Key of the Corefile in the ConfigMap.
+    #[arg(long, default_value = "Corefile")]
+    pub key: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl CorednsCommand {
+    /// The ConfigMap's flags.
+    pub fn target_args(&self) -> &CorednsTarget {
+        match self {
+            Self::Configure { target, .. } | Self::Unconfigure { target } => target,
+        }
+    }
+
+    /// The ConfigMap, once the flags are checked (the message names the flag).
+    pub fn resolve(&self) -> Result<crate::coredns::Target, String> {
+        if let Self::Configure { zone, .. } = self
+            && let Some(problem) = crate::coredns::zone_problem(zone)
+        {
+            return Err(format!("--zone {zone:?}: {problem}"));
+        }
+        let t = self.target_args();
+        for (flag, value) in
+            [("--namespace", &t.namespace), ("--configmap", &t.configmap), ("--key", &t.key)]
+        {
+            if value.is_empty() {
+                return Err(format!("{flag} is empty"));
+            }
+        }
+        Ok(crate::coredns::Target {
+            namespace: t.namespace.clone(),
+            name: t.configmap.clone(),
+            key: t.key.clone(),
+        })
     }
 }
 
@@ -411,5 +488,32 @@ mod tests {
         let install = args.install();
         assert_eq!((install.namespace.as_str(), install.lease.as_str()), ("mcs", "l"));
         assert_eq!(install.service_account, "mcs-controller");
+    }
+
+    #[test]
+    fn coredns_takes_its_configmap_and_zone_with_kubeadms_defaults() {
+        let cli = Cli::try_parse_from(["mcs-controller", "coredns", "configure"]).unwrap();
+        let Some(Command::Coredns(command)) = cli.command else { panic!("{:?}", cli.command) };
+        let target = command.resolve().unwrap();
+        assert_eq!(
+            (target.namespace.as_str(), target.name.as_str(), target.key.as_str()),
+            ("kube-system", "coredns", "Corefile")
+        );
+        assert!(
+            matches!(&command, CorednsCommand::Configure { zone, .. } if zone == "clusterset.local")
+        );
+        let argv = ["mcs-controller", "coredns", "configure", "--zone", "bad zone"];
+        let Some(Command::Coredns(command)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("a coredns command")
+        };
+        assert!(command.resolve().unwrap_err().starts_with("--zone \"bad zone\""));
+        // unconfigure removes what was recorded, whatever its zone.
+        let argv = ["mcs-controller", "coredns", "unconfigure", "--zone", "clusterset.local"];
+        assert!(Cli::try_parse_from(argv).is_err());
+        let argv = ["mcs-controller", "coredns", "unconfigure", "--configmap", "dns", "--key", ""];
+        let Some(Command::Coredns(command)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("a coredns command")
+        };
+        assert_eq!(command.resolve().unwrap_err(), "--key is empty");
     }
 }

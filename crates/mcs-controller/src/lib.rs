@@ -11,6 +11,7 @@
 pub mod autoexport;
 pub mod config;
 pub mod context;
+pub mod coredns;
 pub mod crd;
 pub mod export;
 pub mod fence;

@@ -1,9 +1,11 @@
 //! The `mcs-controller` binary: `crds` and `rbac` (ClusterRole, Lease Role
 //! and bindings) print what deploying it needs, `completions SHELL` its
-//! shell completion script; otherwise it runs. Inconsistent flags exit 2 with one line naming
-//! the flag; a failure exits 1.
+//! shell completion script, `coredns configure|unconfigure` edits the
+//! cluster's Corefile; otherwise it runs. Inconsistent flags exit 2 with one
+//! line naming the flag (and so does a CoreDNS ConfigMap that is missing or
+//! cannot be edited); a failure exits 1.
 
-use mcs_controller::config::{Cli, Command, LogFormat};
+use mcs_controller::config::{Cli, Command, CorednsCommand, LogFormat};
 use std::process::ExitCode;
 
 #[tokio::main]
@@ -13,6 +15,7 @@ async fn main() -> ExitCode {
         Some(Command::Crds) => Some(mcs_controller::crd::crds_yaml()),
         Some(Command::Rbac(args)) => Some(args.install().yaml()),
         Some(Command::Completions { shell }) => Some(Ok(Cli::completion_script(shell))),
+        Some(Command::Coredns(command)) => return coredns(&command).await,
         None => None,
     };
     if let Some(yaml) = printed {
@@ -38,6 +41,44 @@ async fn main() -> ExitCode {
     match mcs_controller::run::run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(args.log_format, &format!("{error:#}"), 1),
+    }
+}
+
+/// `mcs-controller coredns configure|unconfigure`.
+async fn coredns(command: &CorednsCommand) -> ExitCode {
+    let format = command.target_args().log_format;
+    if let Err(e) = init_tracing("info", format) {
+        return fail(format, &e, 2);
+    }
+    let target = match command.resolve() {
+        Ok(target) => target,
+        Err(message) => return fail(format, &message, 2),
+    };
+    let client = match kube::Config::infer()
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|config| kube::Client::try_from(config).map_err(|e| e.to_string()))
+    {
+        Ok(client) => client,
+        Err(e) => {
+            return fail(format, &format!("connecting to the Kubernetes API server: {e}"), 1);
+        }
+    };
+    let api = kube::Api::namespaced(client, &target.namespace);
+    let (action, outcome) = match command {
+        CorednsCommand::Configure { zone, .. } => {
+            ("configure", mcs_controller::coredns::configure(&api, &target, zone).await)
+        }
+        CorednsCommand::Unconfigure { .. } => {
+            ("unconfigure", mcs_controller::coredns::unconfigure(&api, &target).await)
+        }
+    };
+    match outcome {
+        Ok(outcome) => {
+            mcs_controller::coredns::log(action, &target, &outcome);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format, &format!("coredns {action}: {e}"), if e.is_usage() { 2 } else { 1 }),
     }
 }
 
