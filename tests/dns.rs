@@ -244,7 +244,9 @@ async fn clusterset_names_resolve_through_coredns() {
     let missing_namespace = dns.ask("web.elsewhere.svc.clusterset.local.", RecordType::A).await;
     assert!(missing_namespace.nxdomain(), "{missing_namespace:?}");
 
-    // Unexported: the name ends.
+    // Unexported: the name ends. (web is one of the two services each
+    // cluster imports, so its going is half of them: a wave the importer
+    // holds for one window, the tests' lease of 6 s, before it removes.)
     exports(east).await.delete("web", &DeleteParams::default()).await.unwrap();
     let unexported = Instant::now();
     dns.until(&fqdn("web"), RecordType::A, WITHIN, "NXDOMAIN", Answer::nxdomain).await;
