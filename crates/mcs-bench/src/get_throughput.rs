@@ -14,6 +14,10 @@
 //! socket, as a server writing it from its own memory does), and the
 //! same servers answering `304` to `If-None-Match` (per-request cost
 //! without the body).
+//!
+//! The compressed list (`Accept-Encoding: gzip`): the registry's gzip body,
+//! compressed once per change, against nginx's `gzip_static` serving the
+//! same compressed bytes from `pools.json.gz`.
 
 use crate::cpu;
 use crate::records::registration;
@@ -118,6 +122,8 @@ enum Variant {
     Full,
     /// GET with the server's own ETag in If-None-Match: `304`, no body.
     NotModified,
+    /// GET with `Accept-Encoding: gzip`: the compressed body.
+    Gzip,
 }
 
 impl Variant {
@@ -125,6 +131,7 @@ impl Variant {
         match self {
             Variant::Full => "200, full body",
             Variant::NotModified => "304, If-None-Match",
+            Variant::Gzip => "200, gzip",
         }
     }
 }
@@ -143,8 +150,14 @@ async fn wrk(
         .arg(format!("-t{}", options.threads))
         .arg(format!("-c{}", options.connections))
         .arg(format!("-d{seconds}s"));
-    if variant == Variant::NotModified {
-        command.arg("-H").arg(format!("If-None-Match: {}", server.etag));
+    match variant {
+        Variant::NotModified => {
+            command.arg("-H").arg(format!("If-None-Match: {}", server.etag));
+        }
+        Variant::Gzip => {
+            command.arg("-H").arg("Accept-Encoding: gzip");
+        }
+        Variant::Full => {}
     }
     let out =
         command.arg(&server.url).output().await.context("running wrk (apt-get install -y wrk)")?;
@@ -157,7 +170,8 @@ async fn wrk(
 }
 
 /// nginx serving `dir/pools.json` at `/v1/pools` on `port`, one process;
-/// `sendfile` as given.
+/// `sendfile` as given; `dir/pools.json.gz` to a client that accepts gzip
+/// (`gzip_static`).
 async fn start_nginx(
     nginx: &Path,
     cpus: &str,
@@ -177,7 +191,7 @@ async fn start_nginx(
          \x20 scgi_temp_path {d}/scgi;\n  default_type application/json;\n\
          \x20 server {{\n    listen 127.0.0.1:{port};\n    root {d};\n\
          \x20   location = /v1/pools {{\n      add_header Cache-Control no-cache;\n\
-         \x20     try_files /pools.json =404;\n    }}\n  }}\n}}\n"
+         \x20     gzip_static on;\n      gzip_vary on;\n      try_files /pools.json =404;\n    }}\n  }}\n}}\n"
     );
     let conf = dir.join(format!("nginx-{port}.conf"));
     std::fs::write(&conf, config)?;
@@ -204,8 +218,27 @@ fn free_port() -> anyhow::Result<u16> {
 
 /// GETs `url` until it answers (up to 5 s): its body and ETag.
 async fn fetch(http: &reqwest::Client, url: &str) -> anyhow::Result<(Vec<u8>, String)> {
+    fetch_encoded(http, url, "identity").await
+}
+
+/// [`fetch`] with `Accept-Encoding: encoding`; the body as sent (this
+/// client decompresses nothing).
+async fn fetch_encoded(
+    http: &reqwest::Client,
+    url: &str,
+    encoding: &str,
+) -> anyhow::Result<(Vec<u8>, String)> {
     for _ in 0..100 {
-        if let Ok(reply) = http.get(url).send().await {
+        if let Ok(reply) =
+            http.get(url).header(reqwest::header::ACCEPT_ENCODING, encoding).send().await
+        {
+            if encoding == "gzip" {
+                let coding = reply.headers().get(reqwest::header::CONTENT_ENCODING);
+                ensure!(
+                    coding.is_some_and(|c| c == "gzip"),
+                    "{url} answered Accept-Encoding: gzip without gzip"
+                );
+            }
             let etag = reply
                 .headers()
                 .get(reqwest::header::ETAG)
@@ -251,6 +284,8 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
         options.pools
     );
     std::fs::write(dir.join("pools.json"), &body)?;
+    let (gzip, _) = fetch_encoded(&http, &url, "gzip").await?;
+    std::fs::write(dir.join("pools.json.gz"), &gzip)?;
 
     let mut servers = vec![Server {
         name: "mcs-registry",
@@ -265,6 +300,8 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
         let url = format!("http://127.0.0.1:{port}/v1/pools");
         let (served, etag) = fetch(&http, &url).await?;
         ensure!(served == body, "{name} serves other bytes than the registry");
+        let (served, _) = fetch_encoded(&http, &url, "gzip").await?;
+        ensure!(served == gzip, "{name} serves other gzip bytes than the registry");
         servers.push(Server { name, url, pid: child.id().context("nginx's pid")?, etag });
         nginxes.push(child);
     }
@@ -274,7 +311,7 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
             .await
             .with_context(|| format!("warming up {}", server.name))?;
     }
-    let variants = [Variant::Full, Variant::NotModified];
+    let variants = [Variant::Full, Variant::NotModified, Variant::Gzip];
     let mut runs: Vec<Vec<Vec<WrkRun>>> = vec![vec![Vec::new(); servers.len()]; variants.len()];
     for round in 0..options.rounds.max(1) {
         for (v, variant) in variants.iter().enumerate() {
@@ -341,12 +378,14 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
     }
     table.print();
     println!(
-        "body {} bytes ({} pools); wrk -t{} -c{} -d{}s --latency; each server in turn pinned \
+        "body {} bytes ({} pools), gzip {} bytes ({:.1}x smaller); wrk -t{} -c{} -d{}s --latency; each server in turn pinned \
          to CPUs {} ({} rounds, servers alternating), wrk and this process to CPUs {}; nginx: \
          one process (master_process off), keep-alive without a request limit; server CPU: \
          utime+stime of the server process over the run.",
         body.len(),
         options.pools,
+        gzip.len(),
+        body.len() as f64 / gzip.len().max(1) as f64,
         options.threads,
         options.connections,
         options.duration_secs,
@@ -359,6 +398,12 @@ async fn measure(env: &crate::Env, options: &Options, dir: &Path) -> anyhow::Res
         "target: GET /v1/pools at least 0.8x nginx: {} ({})",
         ratio(ratio_value),
         verdict(ratio_value >= 0.8)
+    );
+    let gzip_ratio = mean(&runs[2][0], rps) / mean(&runs[2][1], rps);
+    println!(
+        "target: the gzip list at least 1.0x nginx's gzip_static: {} ({})",
+        ratio(gzip_ratio),
+        verdict(gzip_ratio >= 1.0)
     );
     Ok(())
 }

@@ -12,6 +12,13 @@
 //! write and takes the time each stream has read the batch's bookmark.
 //! Also reported: the body bytes each watcher received for the change,
 //! and the registry's CPU time per watcher woken (the write included).
+//!
+//! Then a reconnect storm, as when a replica restarts and its watchers come
+//! back at once: N event streams opened in the same instant on a fresh
+//! registry, and the time from the storm's start until each has its list
+//! (its first bookmark); once with `--listen-backlog`'s default and once
+//! with 1,024, the queue of `TcpListener::bind` before the flag (the
+//! baseline, in the same run).
 
 use crate::cpu;
 use crate::records::registration;
@@ -38,6 +45,9 @@ pub struct Options {
     /// Watchers opened at a time (then the bench waits for them).
     #[arg(long, default_value_t = 500)]
     pub open_batch: usize,
+    /// Skip the reconnect storm.
+    #[arg(long)]
+    pub no_storm: bool,
 }
 
 impl Default for Options {
@@ -111,6 +121,9 @@ async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         }
     }
     table.print();
+    if !options.no_storm {
+        storms(env, options).await?;
+    }
     println!(
         "{} pools, embedded storage; registry pinned to CPUs {}, this process (every watcher \
          and the writer) to CPUs {}; times from the write's 2xx to each watcher's answer fully \
@@ -120,6 +133,103 @@ async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         options.pools, env.server_cpus, env.client_cpus
     );
     Ok(())
+}
+
+/// The reconnect storm at each N, with the default listen backlog and
+/// with the old 1,024.
+async fn storms(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
+    let mut table = Table::new(&[
+        "streams at once",
+        "listen backlog",
+        "first ms",
+        "p50 ms",
+        "p99 ms",
+        "last ms",
+        "listed after 1 s",
+        "last vs default",
+    ]);
+    for &n in &options.watchers {
+        let mut baseline = None;
+        for backlog in [None, Some(1024u32)] {
+            let times = storm(env, options, n, backlog).await?;
+            let stats = Stats::of(&times).context("no samples")?;
+            let late = times.iter().filter(|t| **t > 1000.0).count();
+            let base = *baseline.get_or_insert(stats.max);
+            table.row(vec![
+                n.to_string(),
+                backlog.map_or("default (4096)".to_owned(), |b| b.to_string()),
+                f(stats.min, 1),
+                f(stats.p50, 1),
+                f(stats.p99, 1),
+                f(stats.max, 1),
+                late.to_string(),
+                format!("{:.2}x", stats.max / base.max(f64::MIN_POSITIVE)),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "Reconnect storm: N `?watch=events` streams started in the same instant on a fresh \
+         registry ({} pools); each time runs from the storm's start to the stream's first \
+         bookmark (its whole list). The kernel caps the backlog at net.core.somaxconn \
+         (here {}).",
+        options.pools,
+        std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into())
+    );
+    Ok(())
+}
+
+/// One storm of `n` streams against a fresh registry; each stream's time
+/// to its list, ms.
+async fn storm(
+    env: &crate::Env,
+    options: &Options,
+    n: usize,
+    backlog: Option<u32>,
+) -> anyhow::Result<Vec<f64>> {
+    let mut flags = vec![
+        "--lease-duration-secs".to_owned(),
+        "3600".to_owned(),
+        "--heartbeat-interval-secs".to_owned(),
+        "60".to_owned(),
+        "--max-connections".to_owned(),
+        (n + 256).to_string(),
+        "--max-watches".to_owned(),
+        (n + 128).to_string(),
+    ];
+    if let Some(backlog) = backlog {
+        flags.extend(["--listen-backlog".to_owned(), backlog.to_string()]);
+    }
+    let registry = env.start_registry(Some(&env.server_cpus), &flags).await?;
+    let writer = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let pools_url = format!("{}/v1/pools", registry.api_url());
+    for i in 0..options.pools.max(1) {
+        let reply = writer.post(&pools_url).json(&registration(i, 1, None)).send().await?;
+        ensure!(reply.status().is_success(), "registering pool {i}: {}", reply.status());
+    }
+    // Every stream its own connection, none reused: a storm of connects.
+    let http = reqwest::Client::builder().tcp_nodelay(true).pool_max_idle_per_host(0).build()?;
+    let url = format!("{pools_url}?watch=events&timeout_secs=900");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let start = Instant::now();
+    let streams: Vec<_> =
+        (0..n).map(|_| tokio::spawn(stream(http.clone(), url.clone(), tx.clone()))).collect();
+    let mut times = Vec::with_capacity(n);
+    while times.len() < n {
+        let arrival = tokio::time::timeout(Duration::from_secs(300), rx.recv())
+            .await
+            .context("streams of the storm still not listed after 300 s")?
+            .context("every stream ended")?;
+        ensure!(arrival.round == 0, "a change during the storm");
+        times.push(signed_ms(start, arrival.at));
+    }
+    for s in streams {
+        s.abort();
+    }
+    registry.kill().await;
+    Ok(times)
 }
 
 /// Both modes at `n` watchers, on one registry.
