@@ -35,15 +35,7 @@ async fn world(names: &[&str], flags: &[&str]) -> Option<World> {
 }
 
 fn export(name: &str) -> ServiceExport {
-    ServiceExport {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: None,
-    }
+    mcs_tests::controller::service_export(NS, name)
 }
 
 /// Exports `name` from cluster `c`: its Service, one slice of `addresses`, the ServiceExport.

@@ -21,7 +21,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::api::{Api, DeleteParams};
 use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_testkit::eventually;
 use mcs_testkit::k8s::ensure_namespace;
@@ -94,15 +94,7 @@ fn slice(
 }
 
 fn export(name: &str) -> ServiceExport {
-    ServiceExport {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: None,
-    }
+    mcs_tests::controller::service_export(NS, name)
 }
 
 async fn exports(c: &Cluster) -> Api<ServiceExport> {

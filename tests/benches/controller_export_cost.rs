@@ -32,7 +32,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams, ObjectMeta};
+use kube::api::{Api, ListParams};
 use mcs_bench::report::{Table, print_machine};
 use mcs_controller::MANAGED_BY;
 use mcs_controller::crd::{ServiceExport, ServiceImport};
@@ -85,16 +85,7 @@ async fn export_batch(c: &Cluster, from: usize, to: usize) {
         let slice =
             endpoint_slice(NS, &name, &format!("{name}-own"), &[&address], &[("http", 8080)]);
         apply(&slices, &slice).await;
-        let export = ServiceExport {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(NS.into()),
-                ..Default::default()
-            },
-            spec: Default::default(),
-            status: None,
-        };
-        apply(&exports, &export).await;
+        apply(&exports, &mcs_tests::controller::service_export(NS, &name)).await;
     }
     let deadline = Instant::now() + Duration::from_secs(1800);
     let imported_slices = ListParams::default()

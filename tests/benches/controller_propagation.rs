@@ -30,14 +30,8 @@ const NS: &str = "bench";
 async fn main() {
     let rounds: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(40);
     print_machine();
-    let world =
-        World::start(mcs_tests::controller_binaries!(), &["east", "west"], &[]).await.expect(
-            "the benchmark needs scripts/k8s-env and a DynamoDB endpoint (scripts/with-moto.sh)",
-        );
+    let world = World::for_bench(mcs_tests::controller_binaries!(), NS).await;
     let (east, west) = (world.cluster("east"), world.cluster("west"));
-    for c in [east, west] {
-        mcs_testkit::k8s::ensure_namespace(&c.kube, NS).await;
-    }
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(east.kube.clone(), NS);
     let slices: Api<EndpointSlice> = Api::namespaced(east.kube.clone(), NS);
     let exports: Api<ServiceExport> = Api::namespaced(east.kube.clone(), NS);

@@ -23,7 +23,7 @@
 use hickory_proto::rr::RecordType;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::api::{Api, DeleteParams};
 use mcs_bench::report::{Stats, Table, print_machine};
 use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_tests::controller::{World, apply, endpoint_slice, service};
@@ -37,14 +37,8 @@ const POLL: Duration = Duration::from_millis(20);
 async fn main() {
     let rounds: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20);
     print_machine();
-    let world =
-        World::start(mcs_tests::controller_binaries!(), &["east", "west"], &[]).await.expect(
-            "the benchmark needs scripts/k8s-env and a DynamoDB endpoint (scripts/with-moto.sh)",
-        );
+    let world = World::for_bench(mcs_tests::controller_binaries!(), NS).await;
     let (east, west) = (world.cluster("east"), world.cluster("west"));
-    for c in [east, west] {
-        mcs_testkit::k8s::ensure_namespace(&c.kube, NS).await;
-    }
     coredns_rbac(&west.kube, false).await;
     coredns_rbac(&west.kube, true).await;
     let dns = CoreDns::start(&west.env, MULTICLUSTER_BLOCK).await;
@@ -53,15 +47,7 @@ async fn main() {
     let exports: Api<ServiceExport> = Api::namespaced(east.kube.clone(), NS);
     let imports: Api<ServiceImport> = Api::namespaced(west.kube.clone(), NS);
 
-    let export = |name: &str| ServiceExport {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: None,
-    };
+    let export = |name: &str| mcs_tests::controller::service_export(NS, name);
     // The services that stay: an unexport of one of five is no wave.
     for i in 0..4 {
         let name = format!("stays-{i}");

@@ -197,6 +197,19 @@ impl World {
         Some(world)
     }
 
+    /// For a benchmark: clusters `east` and `west` with namespace
+    /// `namespace` in each; panics, naming what it needs, when it cannot
+    /// start.
+    pub async fn for_bench(bins: ControllerBinaries, namespace: &str) -> Self {
+        let world = Self::start(bins, &["east", "west"], &[]).await.expect(
+            "the benchmark needs scripts/k8s-env and a DynamoDB endpoint (scripts/with-moto.sh)",
+        );
+        for c in &world.clusters {
+            ensure_namespace(&c.kube, namespace).await;
+        }
+        world
+    }
+
     /// The cluster named `name`.
     pub fn cluster(&self, name: &str) -> &Cluster {
         self.clusters.iter().find(|c| c.name == name).expect("a cluster of the world")
@@ -606,6 +619,20 @@ pub fn service(namespace: &str, name: &str, ports: &[(&str, u16, u16)], headless
         "spec": spec,
     }))
     .expect("a Service")
+}
+
+/// A ServiceExport of `namespace/name` (no spec: the Service of the same
+/// name is exported as it is).
+pub fn service_export(namespace: &str, name: &str) -> mcs_controller::crd::ServiceExport {
+    mcs_controller::crd::ServiceExport {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    }
 }
 
 /// An EndpointSlice of Service `service` as the endpointslice controller

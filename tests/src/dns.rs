@@ -40,32 +40,9 @@ pub const USERNAME: &str = "system:serviceaccount:kube-system:coredns";
 pub const MULTICLUSTER_BLOCK: &str = "kubernetes cluster.local clusterset.local {\n    \
                                       multicluster clusterset.local\n    ttl 0\n}";
 
-/// The Corefile kubeadm writes into ConfigMap `kube-system/coredns`
-/// (kubeadm 1.3x), which docs/deployment.md's DNS section edits.
-pub const KUBEADM_COREFILE: &str = ".:53 {
-    errors
-    health {
-       lameduck 5s
-    }
-    ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-    forward . /etc/resolv.conf {
-       max_concurrent 1000
-    }
-    cache 30 {
-       disable success cluster.local
-       disable denial cluster.local
-    }
-    loop
-    reload
-    loadbalance
-}
-";
+/// The Corefile kubeadm writes into ConfigMap `kube-system/coredns`, which
+/// docs/deployment.md's DNS section and the controller chart edit.
+pub use mcs_controller::coredns::corefile::KUBEADM_COREFILE;
 
 /// The `kubernetes { … }` block of `corefile`, braces included, or `None`.
 pub fn kubernetes_block(corefile: &str) -> Option<String> {

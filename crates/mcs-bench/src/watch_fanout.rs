@@ -181,6 +181,23 @@ async fn storms(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The registry's flags for `n` watchers: leases that outlast the run,
+/// and room for every watcher's connection and watch.
+fn registry_flags(n: usize) -> Vec<String> {
+    [
+        "--lease-duration-secs",
+        "3600",
+        "--heartbeat-interval-secs",
+        "60",
+        "--max-connections",
+        &(n + 256).to_string(),
+        "--max-watches",
+        &(n + 128).to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// One storm of `n` streams against a fresh registry; each stream's time
 /// to its list, ms.
 async fn storm(
@@ -189,16 +206,7 @@ async fn storm(
     n: usize,
     backlog: Option<u32>,
 ) -> anyhow::Result<Vec<f64>> {
-    let mut flags = vec![
-        "--lease-duration-secs".to_owned(),
-        "3600".to_owned(),
-        "--heartbeat-interval-secs".to_owned(),
-        "60".to_owned(),
-        "--max-connections".to_owned(),
-        (n + 256).to_string(),
-        "--max-watches".to_owned(),
-        (n + 128).to_string(),
-    ];
+    let mut flags = registry_flags(n);
     if let Some(backlog) = backlog {
         flags.extend(["--listen-backlog".to_owned(), backlog.to_string()]);
     }
@@ -238,18 +246,8 @@ async fn fanout(
     options: &Options,
     n: usize,
 ) -> anyhow::Result<Vec<(&'static str, Vec<Round>)>> {
-    let flags = [
-        "--lease-duration-secs".to_owned(),
-        "3600".to_owned(),
-        "--heartbeat-interval-secs".to_owned(),
-        "60".to_owned(),
-        "--max-connections".to_owned(),
-        (n + 256).to_string(),
-        "--max-watches".to_owned(),
-        (n + 128).to_string(),
-        "--max-watch-secs".to_owned(),
-        "900".to_owned(),
-    ];
+    let mut flags = registry_flags(n);
+    flags.extend(["--max-watch-secs".to_owned(), "900".to_owned()]);
     let registry = env.start_registry(Some(&env.server_cpus), &flags).await?;
     let pid = registry.pid().context("the registry's pid")?;
     let http = reqwest::Client::builder().tcp_nodelay(true).build()?;

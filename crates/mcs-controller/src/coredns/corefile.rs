@@ -307,13 +307,10 @@ fn the_block(lines: &[Line<'_>]) -> Result<Block, CorefileError> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// kubeadm's Corefile (as tests/src/dns.rs holds it, for the tests on
-    /// a real API server).
-    const KUBEADM: &str = ".:53 {
+/// The Corefile kubeadm writes into ConfigMap `kube-system/coredns`
+/// (kubeadm 1.3x): the shape [`configure`] is written for, and what the
+/// tests on a real API server (tests/src/dns.rs) start from.
+pub const KUBEADM_COREFILE: &str = ".:53 {
     errors
     health {
        lameduck 5s
@@ -338,6 +335,10 @@ mod tests {
 }
 ";
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     const ZONE: &str = "clusterset.local";
 
     fn all(zone: &str) -> Additions {
@@ -346,8 +347,8 @@ mod tests {
 
     #[test]
     fn kubeadms_corefile_gets_the_zone_and_the_multicluster_line() {
-        let plan = configure(KUBEADM, None, ZONE).unwrap();
-        let want = KUBEADM.replace(
+        let plan = configure(KUBEADM_COREFILE, None, ZONE).unwrap();
+        let want = KUBEADM_COREFILE.replace(
             "    kubernetes cluster.local in-addr.arpa ip6.arpa {\n",
             "    kubernetes cluster.local clusterset.local in-addr.arpa ip6.arpa {\n       \
              multicluster clusterset.local\n",
@@ -358,29 +359,29 @@ mod tests {
 
     #[test]
     fn configuring_twice_changes_nothing_the_second_time() {
-        let once = configure(KUBEADM, None, ZONE).unwrap();
+        let once = configure(KUBEADM_COREFILE, None, ZONE).unwrap();
         let twice = configure(&once.corefile, once.recorded.as_ref(), ZONE).unwrap();
         assert_eq!(twice, once);
     }
 
     #[test]
     fn unconfigure_gives_back_kubeadms_corefile_byte_for_byte() {
-        let plan = configure(KUBEADM, None, ZONE).unwrap();
-        assert_eq!(unconfigure(&plan.corefile, plan.recorded.as_ref()), KUBEADM);
+        let plan = configure(KUBEADM_COREFILE, None, ZONE).unwrap();
+        assert_eq!(unconfigure(&plan.corefile, plan.recorded.as_ref()), KUBEADM_COREFILE);
         // And on what was never configured, nothing.
-        assert_eq!(unconfigure(KUBEADM, None), KUBEADM);
+        assert_eq!(unconfigure(KUBEADM_COREFILE, None), KUBEADM_COREFILE);
     }
 
     #[test]
     fn what_was_there_by_hand_is_neither_recorded_nor_removed() {
-        let by_hand = configure(KUBEADM, None, ZONE).unwrap().corefile;
+        let by_hand = configure(KUBEADM_COREFILE, None, ZONE).unwrap().corefile;
         let plan = configure(&by_hand, None, ZONE).unwrap();
         assert_eq!(plan, Plan { corefile: by_hand.clone(), recorded: None });
         assert_eq!(unconfigure(&by_hand, plan.recorded.as_ref()), by_hand);
 
         // The zone by hand, not the line: only the line is ours.
-        let zone_by_hand =
-            KUBEADM.replace("cluster.local in-addr", "cluster.local clusterset.local in-addr");
+        let zone_by_hand = KUBEADM_COREFILE
+            .replace("cluster.local in-addr", "cluster.local clusterset.local in-addr");
         let plan = configure(&zone_by_hand, None, ZONE).unwrap();
         let recorded = plan.recorded.clone().unwrap();
         assert!(!recorded.zone_added && recorded.multicluster_line_added, "{recorded:?}");
@@ -390,11 +391,11 @@ mod tests {
 
     #[test]
     fn another_zone_replaces_the_recorded_one() {
-        let first = configure(KUBEADM, None, ZONE).unwrap();
+        let first = configure(KUBEADM_COREFILE, None, ZONE).unwrap();
         let other = configure(&first.corefile, first.recorded.as_ref(), "mesh.example").unwrap();
-        assert_eq!(other, configure(KUBEADM, None, "mesh.example").unwrap());
+        assert_eq!(other, configure(KUBEADM_COREFILE, None, "mesh.example").unwrap());
         assert!(!other.corefile.contains(ZONE), "{}", other.corefile);
-        assert_eq!(unconfigure(&other.corefile, other.recorded.as_ref()), KUBEADM);
+        assert_eq!(unconfigure(&other.corefile, other.recorded.as_ref()), KUBEADM_COREFILE);
     }
 
     #[test]
@@ -417,8 +418,8 @@ mod tests {
 
     #[test]
     fn a_multicluster_option_for_other_zones_is_refused() {
-        let text =
-            KUBEADM.replace("pods insecure", "multicluster mesh.example\n       pods insecure");
+        let text = KUBEADM_COREFILE
+            .replace("pods insecure", "multicluster mesh.example\n       pods insecure");
         let err = add(&text, ZONE).unwrap_err();
         assert_eq!(
             err,
@@ -451,7 +452,7 @@ mod tests {
 
     #[test]
     fn removal_leaves_alone_what_was_edited_since() {
-        let plan = configure(KUBEADM, None, ZONE).unwrap();
+        let plan = configure(KUBEADM_COREFILE, None, ZONE).unwrap();
         // Someone widened our line: it is no longer exactly ours.
         let edited = plan.corefile.replace(
             "multicluster clusterset.local\n",
