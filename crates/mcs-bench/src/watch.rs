@@ -65,9 +65,17 @@ fn shows(body: &serde_json::Value, pool_id: &str, workers: u32) -> bool {
     })
 }
 
-/// Waits until the registry counts `n` waiting long-polls.
-async fn watchers_reach(http: &reqwest::Client, admin: &str, n: u64) -> anyhow::Result<()> {
-    for _ in 0..5000 {
+/// Waits until the registry counts `n` open watches (its
+/// `mcs_http_watchers` gauge), looking every `every`, at most `tries`
+/// times. Shared with `watch-fanout`.
+pub(crate) async fn watchers_reach(
+    http: &reqwest::Client,
+    admin: &str,
+    n: u64,
+    every: Duration,
+    tries: u32,
+) -> anyhow::Result<()> {
+    for _ in 0..tries {
         let text = http.get(format!("{admin}/metrics")).send().await?.text().await?;
         let waiting = text
             .lines()
@@ -77,9 +85,9 @@ async fn watchers_reach(http: &reqwest::Client, admin: &str, n: u64) -> anyhow::
         if waiting >= n as f64 {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_micros(200)).await;
+        tokio::time::sleep(every).await;
     }
-    bail!("the watch never started waiting")
+    bail!("{n} watches never waited at once")
 }
 
 /// Runs `watch`.
@@ -116,7 +124,7 @@ async fn measure(env: &crate::Env, options: &Options) -> anyhow::Result<()> {
         let workers = 1000 + w as u32;
         let pool_id = crate::records::pool_key(i).id().to_string();
         let mut watch = tokio::spawn(long_poll(watcher.clone(), watch_url.clone(), etag.clone()));
-        watchers_reach(&writer, registry.admin_url(), 1).await?;
+        watchers_reach(&writer, registry.admin_url(), 1, Duration::from_micros(200), 5000).await?;
         let sent = Instant::now();
         let reply = writer.post(&pools_url).json(&registration(i, workers, None)).send().await?;
         let acked = Instant::now();

@@ -23,6 +23,7 @@
 use crate::cpu;
 use crate::records::registration;
 use crate::report::{self, Stats, Table, f};
+use crate::watch::watchers_reach;
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
 use reqwest::StatusCode;
@@ -276,7 +277,14 @@ async fn fanout(
                 tokio::spawn(long_poll(http.clone(), url.clone(), etag.clone(), round, tx.clone()));
             }
             opened += batch;
-            watchers_reach(&writer, registry.admin_url(), opened as u64).await?;
+            watchers_reach(
+                &writer,
+                registry.admin_url(),
+                opened as u64,
+                Duration::from_millis(10),
+                6000,
+            )
+            .await?;
         }
         polls.push(change(&writer, &pools_url, pid, n, round, &mut rx, next_write()).await?);
     }
@@ -389,21 +397,4 @@ async fn stream(
         }
     }
     bail!("the stream ended")
-}
-
-/// Waits until the registry counts `n` open watches.
-async fn watchers_reach(http: &reqwest::Client, admin: &str, n: u64) -> anyhow::Result<()> {
-    for _ in 0..6000 {
-        let text = http.get(format!("{admin}/metrics")).send().await?.text().await?;
-        let waiting = text
-            .lines()
-            .find_map(|l| l.strip_prefix("mcs_http_watchers "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0);
-        if waiting >= n as f64 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    bail!("{n} watches never waited at once")
 }
