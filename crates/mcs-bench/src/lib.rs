@@ -19,6 +19,7 @@
 
 mod cpu;
 mod get_throughput;
+mod lock;
 mod poll_cost;
 mod propagation;
 mod records;
@@ -68,6 +69,8 @@ pub enum Command {
     View(view::Options),
     /// Write→visible between two registries on one table (needs moto_server).
     Propagation(propagation::Options),
+    /// GET latency while the reader confirms leases on a 100k view.
+    Lock(lock::Options),
     /// Long-poll wake-up after a write to the same registry.
     Watch(watch::Options),
     /// N watchers, one write: long-polls vs event streams.
@@ -142,6 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::PollCost(o) => runtime.block_on(poll_cost::run(&env, &o)),
         Command::View(o) => view::run(&o),
+        Command::Lock(o) => runtime.block_on(lock::run(&o)),
         Command::Propagation(o) => runtime.block_on(propagation::run(&env, &o)),
         Command::Watch(o) => runtime.block_on(watch::run(&env, &o)),
         Command::WatchFanout(o) => runtime.block_on(watch_fanout::run(&env, &o)),
@@ -150,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::All => {
             view::run(&view::Options::default())?;
             runtime.block_on(async {
+                lock::run(&lock::Options::default()).await?;
                 watch::run(&env, &watch::Options::default()).await?;
                 get_throughput::run(&env, &get_throughput::Options::default()).await?;
                 register_throughput::run(&env, &register_throughput::Options::default()).await?;

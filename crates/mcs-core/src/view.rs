@@ -69,6 +69,43 @@ pub struct Confirmed {
     pub recheck: Vec<Key>,
 }
 
+/// What a read of lease ends changes in a view ([`View::plan_leases`]),
+/// applied a part at a time by [`View::apply_leases`].
+#[derive(Debug, Clone)]
+pub struct LeasePlan {
+    window: LeaseWindow,
+    /// The keys the read returned at the view's version.
+    answered: HashSet<Key>,
+    /// Later ends of the view's version (taken from the back).
+    renewals: Vec<Step>,
+    /// Lower bounds of leases absent from the read, soonest-ending first.
+    raises: Vec<Step>,
+    next_raise: usize,
+    /// Whether a first part was applied.
+    started: bool,
+    confirmed: Confirmed,
+}
+
+impl LeasePlan {
+    /// Steps planned and not yet applied.
+    pub fn pending(&self) -> usize {
+        self.renewals.len() + self.raises.len() - self.next_raise
+    }
+
+    /// What the plan changed so far, and the keys it cannot settle.
+    pub fn into_confirmed(self) -> Confirmed {
+        self.confirmed
+    }
+}
+
+/// One lease end a plan moves: `key`, held at `version`, to `until`.
+#[derive(Debug, Clone)]
+struct Step {
+    key: Key,
+    version: crate::record::Version,
+    until: u64,
+}
+
 /// A read of lease ends against the view: the latest end of each key at the
 /// view's version, and the keys it holds at a newer version.
 struct Read<'a> {
@@ -545,61 +582,128 @@ impl View {
     ///
     /// Lapsed records in the window are found the same way, so a renewal
     /// that reached this replica late serves the record again.
+    ///
+    /// The same as [`View::plan_leases`] then [`View::apply_leases`] of the
+    /// whole plan.
     pub fn confirm_leases(
         &mut self,
         ends: &[LeaseEnd],
         window: LeaseWindow,
         now_ms: u64,
     ) -> Confirmed {
+        let mut plan = self.plan_leases(ends, window);
+        let steps = plan.pending();
+        self.apply_leases(&mut plan, steps, now_ms);
+        plan.into_confirmed()
+    }
+
+    /// What [`View::confirm_leases`] would change, read from a shared view
+    /// (a reader plans under a read lock, then applies the plan a part at
+    /// a time under the write lock: docs/design.md §6). Each step names the
+    /// version it was planned for.
+    pub fn plan_leases(&self, ends: &[LeaseEnd], window: LeaseWindow) -> LeasePlan {
         let read = Read::of(self, ends);
         let recheck = self.unsettled_by(&read, window);
-        let latest: Vec<(Key, u64)> =
-            read.latest.iter().map(|(key, until)| ((*key).clone(), *until)).collect();
+        let version_of = |key: &Key| self.records.get(key).map(|r| r.version.clone());
+        let renewals: Vec<Step> = read
+            .latest
+            .iter()
+            .filter_map(|(key, until)| {
+                Some(Step { key: (*key).clone(), version: version_of(key)?, until: *until })
+            })
+            .collect();
         let unsettled: HashSet<&Key> = recheck.iter().collect();
-        let absent: Vec<Key> = self
+        // Soonest-ending first: `absent_from` walks the deadline index.
+        let raises: Vec<Step> = self
             .absent_from(&read, window)
             .filter(|(_, key, _)| !unsettled.contains(key))
-            .map(|(_, key, _)| key.clone())
+            .filter_map(|(_, key, _)| {
+                let record = self.records.get(key)?;
+                let terms = record.terms?;
+                let until = window.to_ms.min(window.settled_ms.saturating_add(terms.duration_ms));
+                Some(Step { key: key.clone(), version: record.version.clone(), until })
+            })
             .collect();
         drop(unsettled);
-        let mut result = Confirmed { recheck: Vec::new(), ..Confirmed::default() };
-        self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
-        self.answered = latest.iter().map(|(key, _)| key.clone()).collect();
+        LeasePlan {
+            window,
+            answered: read.latest.keys().map(|key| (*key).clone()).collect(),
+            renewals,
+            raises,
+            next_raise: 0,
+            started: false,
+            confirmed: Confirmed { recheck, ..Confirmed::default() },
+        }
+    }
+
+    /// Applies up to `max` steps of `plan` (renewals, then raises,
+    /// soonest-ending first); returns whether the plan is done. A step whose
+    /// record changed version since the plan was made is skipped: the write
+    /// that changed it carries its own lease end, and the next poll reads
+    /// the ends of the new version.
+    pub fn apply_leases(&mut self, plan: &mut LeasePlan, max: usize, now_ms: u64) -> bool {
+        let window = plan.window;
+        if !plan.started {
+            plan.started = true;
+            self.confirmed_poll_ms = self.confirmed_poll_ms.max(window.polled_at_ms);
+            self.answered = std::mem::take(&mut plan.answered);
+        }
+        let mut budget = max.min(plan.pending());
         // Stored ends read back: the view's end is a stored one again.
-        for (key, until) in latest {
-            let was_raised = self.raised.remove(&key);
-            let held = self.records.get(&key).and_then(|r| r.lease_until_ms);
-            if held < Some(until) {
-                self.extend_lease(&key, until, now_ms);
-                result.renewed += 1;
+        while budget > 0
+            && let Some(step) = plan.renewals.pop()
+        {
+            budget -= 1;
+            if !self.holds(&step) {
+                continue;
+            }
+            let was_raised = self.raised.remove(&step.key);
+            let held = self.lease_end_of(&step.key);
+            if held < Some(step.until) {
+                self.extend_lease(&step.key, step.until, now_ms);
+                plan.confirmed.renewed += 1;
             } else if was_raised && let Some(held) = held {
                 // Stored exactly at the bound: due by its terms again.
-                self.extend_lease(&key, held, now_ms);
+                self.extend_lease(&step.key, held, now_ms);
             }
         }
-        let skew = self.skew_ms;
-        for key in absent {
-            let Some(record) = self.records.get(&key) else { continue };
-            let (Some(terms), Some(until)) = (record.terms, record.lease_until_ms) else {
+        while budget > 0
+            && let Some(step) = plan.raises.get(plan.next_raise)
+        {
+            plan.next_raise += 1;
+            budget -= 1;
+            if !self.holds(step) {
                 continue;
-            };
-            let bound = window.to_ms.min(window.settled_ms.saturating_add(terms.duration_ms));
-            if bound > until {
+            }
+            let (key, bound) = (&step.key, step.until);
+            if self.lease_end_of(key).is_some_and(|until| bound > until) {
                 self.raised.insert(key.clone());
-                self.extend_lease(&key, bound, now_ms);
-                if !self.deadlines.contains(&(bound.saturating_add(skew), key.clone())) {
-                    self.raised.remove(&key);
+                self.extend_lease(key, bound, now_ms);
+                if !self.deadlines.contains(&(bound.saturating_add(self.skew_ms), key.clone())) {
+                    self.raised.remove(key);
                 }
-                result.extended += 1;
+                plan.confirmed.extended += 1;
             }
         }
-        // Lapsed leases below the window are past any renewal a later read
-        // could find (the lookback's bound, as for the change feed).
-        while self.lapsed.first().is_some_and(|(until, _)| *until < window.from_ms) {
-            self.lapsed.pop_first();
+        let done = plan.renewals.is_empty() && plan.next_raise == plan.raises.len();
+        if done {
+            // Lapsed leases below the window are past any renewal a later
+            // read could find (the lookback's bound, as for the change feed).
+            while self.lapsed.first().is_some_and(|(until, _)| *until < window.from_ms) {
+                self.lapsed.pop_first();
+            }
         }
-        result.recheck = recheck;
-        result
+        done
+    }
+
+    /// Whether the view still holds the version `step` was planned for.
+    fn holds(&self, step: &Step) -> bool {
+        self.records.get(&step.key).is_some_and(|r| r.version == step.version)
+    }
+
+    /// The lease end the view holds for `key`, if any.
+    fn lease_end_of(&self, key: &Key) -> Option<u64> {
+        self.records.get(key).and_then(|r| r.lease_until_ms)
     }
 
     /// The keys a read of lease ends in `window` cannot settle, for the

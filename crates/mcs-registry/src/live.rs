@@ -18,9 +18,10 @@ use mcs_core::view::{Confirmed, DeltaStart, LeaseWindow, Resync};
 use mcs_core::{
     ChangeStamp, ExpiryGuard, HoldPolicy, LeaseCounts, LeaseEnd, Record, SectionKind, Verdict, View,
 };
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::watch;
 
 /// A list body ready to send, with its fingerprint.
@@ -93,6 +94,11 @@ pub struct PollFacts {
     pub errors: std::collections::BTreeMap<&'static str, u64>,
 }
 
+/// How many steps of a read of lease ends ([`LiveView::confirm_leases`])
+/// are applied under one hold of the view's write lock: about 0.3 ms of
+/// raises on the benchmarks' machine (docs/benchmarks.md §2).
+pub const CONFIRM_PART: usize = 64;
+
 /// The shared, served view of one registry process.
 #[derive(Debug)]
 pub struct LiveView {
@@ -115,6 +121,8 @@ pub struct LiveView {
     /// no error streak; always true for registrations.
     discovery_complete: AtomicBool,
     polls: Mutex<PollFacts>,
+    /// Each section's fingerprint as long-polls were last woken for it.
+    fingerprints: Mutex<[String; SectionKind::ALL.len()]>,
 }
 
 impl LiveView {
@@ -138,6 +146,7 @@ impl LiveView {
     }
 
     fn of(view: View, stale_after_ms: u64, hold: HoldPolicy, clock: Arc<dyn Clock>) -> Self {
+        let published = fingerprints(&view);
         Self {
             view: RwLock::new(view),
             clock,
@@ -153,6 +162,7 @@ impl LiveView {
             published_complete: AtomicBool::new(false),
             discovery_complete: AtomicBool::new(true),
             polls: Mutex::new(PollFacts::default()),
+            fingerprints: Mutex::new(published),
         }
     }
 
@@ -163,11 +173,11 @@ impl LiveView {
 
     /// Read access to the merged view.
     pub fn read(&self) -> RwLockReadGuard<'_, View> {
-        self.view.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.view.read()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, View> {
-        self.view.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.view.write()
     }
 
     /// Merges one record (the registrar's own write: read-your-writes).
@@ -198,9 +208,29 @@ impl LiveView {
     }
 
     /// Brings leases in line with a read of stored lease ends
-    /// ([`View::confirm_leases`]).
+    /// ([`View::confirm_leases`]): planned under the read lock, applied
+    /// [`CONFIRM_PART`] steps at a time under the write lock, so that GETs
+    /// and watch wake-ups wait for one part at most, not for the whole
+    /// (docs/design.md §6, "Renewals and the change feed").
     pub fn confirm_leases(&self, ends: &[LeaseEnd], window: LeaseWindow) -> Confirmed {
-        self.mutate(|view, now| view.confirm_leases(ends, window, now))
+        self.confirm_leases_in_parts(ends, window, CONFIRM_PART)
+    }
+
+    /// [`LiveView::confirm_leases`] in parts of `part` steps (`usize::MAX`:
+    /// planned and applied whole under one hold of the write lock, as
+    /// before parts, for comparison in benchmarks).
+    pub fn confirm_leases_in_parts(
+        &self,
+        ends: &[LeaseEnd],
+        window: LeaseWindow,
+        part: usize,
+    ) -> Confirmed {
+        if part == usize::MAX {
+            return self.mutate(|view, now| view.confirm_leases(ends, window, now));
+        }
+        let mut plan = self.read().plan_leases(ends, window);
+        while !self.mutate(|view, now| view.apply_leases(&mut plan, part, now)) {}
+        plan.into_confirmed()
     }
 
     /// Replaces the state with a full read that began at `read_started_ms`.
@@ -460,23 +490,36 @@ impl LiveView {
         rendered
     }
 
-    /// Runs `f` on the view at the current time, then publishes what changed:
-    /// metrics, and a wake-up for long-polls if any fingerprint moved.
+    /// Runs `f` on the view at the current time under the write lock, then
+    /// publishes what changed: metrics, and a wake-up for long-polls if any
+    /// fingerprint moved.
     fn mutate<R>(&self, f: impl FnOnce(&mut View, u64) -> R) -> R {
         let now = self.clock.now_ms();
         let mut view = self.write();
-        let before = fingerprints(&view);
+        let before = SectionKind::ALL.map(|section| section.version(&view));
         let result = f(&mut view, now);
-        let after = fingerprints(&view);
         let mut changed = false;
-        for ((section, old), new) in SectionKind::ALL.iter().zip(&before).zip(&after) {
-            if old != new {
+        // A section's fingerprint is computed only when its content was
+        // touched (its version moved), and compared with the one last
+        // published: content changed and changed back is no change.
+        let mut published = self.fingerprints.lock().unwrap_or_else(|p| p.into_inner());
+        for ((section, old), last) in SectionKind::ALL.iter().zip(before).zip(published.iter_mut())
+        {
+            if section.version(&view) == old {
+                continue;
+            }
+            let new = section.fingerprint(&view);
+            if new != *last {
+                *last = new;
                 changed = true;
                 metrics::counter!(m::FINGERPRINT_CHANGES, "section" => section.name()).increment(1);
             }
         }
+        drop(published);
         publish_sizes(&view);
-        drop(view);
+        // Fair: a reader waiting meanwhile gets the lock before this thread
+        // can take it again (a plan applied in parts takes it once a part).
+        RwLockWriteGuard::unlock_fair(view);
         if changed {
             self.changes.send_modify(|epoch| *epoch += 1);
         }
@@ -493,4 +536,78 @@ fn publish_sizes(view: &View) {
         metrics::gauge!(m::VIEW_ITEMS, "section" => section.name()).set(section.len(view) as f64);
     }
     metrics::gauge!(m::VIEW_RECORDS).set(view.record_count() as f64);
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use mcs_core::fixtures::{mk_pool, mk_tombstone};
+    use mcs_core::{HoldPolicy, LeaseTerms};
+
+    fn live() -> LiveView {
+        live_at(Arc::new(ManualClock::new(1_000)))
+    }
+
+    /// No expiry hold (threshold 1), for tests of what is not about holds.
+    pub(crate) const NO_HOLDS: HoldPolicy = HoldPolicy {
+        threshold: 1.0,
+        min_count: 2,
+        window_ms: 0,
+        renewal_slack_ms: 0,
+        max_hold_ms: 0,
+    };
+
+    fn live_at(clock: Arc<ManualClock>) -> LiveView {
+        LiveView::new(500, 30_000, NO_HOLDS, clock)
+    }
+
+    #[test]
+    fn watchers_are_woken_by_a_change_of_content_only() {
+        let view = live();
+        let mut changes = view.subscribe();
+        changes.borrow_and_update();
+        assert!(view.apply(mk_pool("a", 1, "r", None, Some(60_000))));
+        assert!(changes.has_changed().unwrap(), "a pool served");
+        changes.borrow_and_update();
+        // Served and withdrawn in one mutation: the sections' versions
+        // moved, their content is what it was.
+        view.mutate(|v, now| {
+            v.apply(mk_pool("b", 1, "r", None, Some(60_000)), now);
+            v.apply(mk_tombstone("b", 2, "r"), now);
+        });
+        assert!(!changes.has_changed().unwrap(), "nothing served changed");
+        assert!(view.apply(mk_tombstone("a", 2, "r")));
+        assert!(changes.has_changed().unwrap(), "a pool withdrawn");
+    }
+
+    #[test]
+    fn leases_confirmed_in_parts_end_where_the_whole_plan_does() {
+        let terms = LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 };
+        let records: Vec<Record> = (0..10)
+            .map(|i| {
+                let mut r = mk_pool(&format!("p{i}"), 1, "r", None, Some(30_000 + i * 100));
+                r.terms = Some(terms);
+                r
+            })
+            .collect();
+        let (whole, parted) = (live(), live());
+        whole.apply_all(records.clone());
+        parted.apply_all(records.clone());
+        let window = LeaseWindow {
+            from_ms: 0,
+            to_ms: 45_000,
+            settled_ms: 16_000,
+            polled_at_ms: 26_000,
+            raise_by_ms: 31_000,
+        };
+        let expected = whole.confirm_leases_in_parts(&[], window, usize::MAX);
+        assert_eq!(expected.extended, 10, "every lease raised");
+        assert_eq!(parted.confirm_leases_in_parts(&[], window, 3), expected);
+        for r in &records {
+            let end = |v: &LiveView| v.read().record(&r.key).and_then(|r| r.lease_until_ms);
+            assert_eq!(end(&parted), end(&whole), "{:?}", r.key);
+            assert_eq!(end(&parted), Some(45_000));
+        }
+    }
 }

@@ -351,7 +351,7 @@ fn count(kind: mcs_core::Kind, result: &Result<Record, WriteError>) {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use mcs_core::HoldPolicy;
+    use crate::live::tests::NO_HOLDS;
     use mcs_core::fixtures::{pool, pool_key};
     use mcs_store::MemoryStore;
 
@@ -367,14 +367,7 @@ mod tests {
     fn fixture() -> Fixture {
         let store = Arc::new(MemoryStore::new());
         let clock = Arc::new(ManualClock::new(NOW));
-        let hold = HoldPolicy {
-            threshold: 1.0,
-            min_count: 2,
-            window_ms: 0,
-            renewal_slack_ms: 0,
-            max_hold_ms: 0,
-        };
-        let view = Arc::new(LiveView::new(0, 60_000, hold, clock.clone()));
+        let view = Arc::new(LiveView::new(0, 60_000, NO_HOLDS, clock.clone()));
         view.replace_all(vec![], NOW);
         view.mark_poll(crate::live::PollOutcome::FullRead);
         let lease = LeasePolicy::new(30, 10).unwrap();

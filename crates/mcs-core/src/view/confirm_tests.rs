@@ -236,7 +236,11 @@ impl Holder {
 ///   feed needs the same of its index: an entry of `changes` missing at a
 ///   poll hides a renewal just as one of `lease_ends` does, and a 3 s
 ///   lease renewed every second outlives one such poll only by luck.)
-fn run_confirmed_views(max_lag: u64, gap_ms: u64, check_liveness: bool) {
+///
+/// With `parts`, each poll's plan is applied a few steps at a time, the
+/// view expiring what is due between the parts (as a registry's GETs do
+/// while its reader applies a plan under the write lock, part by part).
+fn run_confirmed_views(max_lag: u64, gap_ms: u64, check_liveness: bool, parts: bool) {
     let kinds = [
         terms(30_000, 10_000),
         terms(6_000, 2_000),
@@ -278,8 +282,21 @@ fn run_confirmed_views(max_lag: u64, gap_ms: u64, check_liveness: bool) {
                         (w.from_ms..=w.to_ms).contains(&until).then(|| end(&h.record, until))
                     })
                     .collect();
+                let confirmed = if parts {
+                    let mut plan = v.plan_leases(&ends, w);
+                    let steps = plan.pending();
+                    let done = (0..=steps).any(|_| {
+                        let done = v.apply_leases(&mut plan, 1 + rng.below(3) as usize, now);
+                        v.advance(now);
+                        done
+                    });
+                    assert!(done, "seed {seed} at {now}: {steps} steps not done in as many parts");
+                    plan.into_confirmed()
+                } else {
+                    v.confirm_leases(&ends, w, now)
+                };
                 // The reader reads whole what the read cannot settle.
-                for key in v.confirm_leases(&ends, w, now).recheck {
+                for key in confirmed.recheck {
                     let h = holders.iter().find(|h| h.record.key == key).unwrap();
                     let stored =
                         Record { lease_until_ms: Some(h.stored_until()), ..h.record.clone() };
@@ -312,12 +329,22 @@ fn run_confirmed_views(max_lag: u64, gap_ms: u64, check_liveness: bool) {
 
 #[test]
 fn confirmed_views_keep_live_leases_and_drop_dead_ones() {
-    run_confirmed_views(400, 0, true);
+    run_confirmed_views(400, 0, true, false);
+}
+
+#[test]
+fn confirmed_views_applied_in_parts_keep_live_leases_and_drop_dead_ones() {
+    run_confirmed_views(400, 0, true, true);
+}
+
+#[test]
+fn confirmed_views_applied_in_parts_never_hold_a_lease_above_the_stored_one() {
+    run_confirmed_views(LOOKBACK - 1, LOOKBACK - 1, false, true);
 }
 
 #[test]
 fn confirmed_views_never_hold_a_lease_above_the_stored_one_whatever_the_index_lag() {
-    run_confirmed_views(LOOKBACK - 1, LOOKBACK - 1, false);
+    run_confirmed_views(LOOKBACK - 1, LOOKBACK - 1, false, false);
 }
 
 fn pool_id(record: &Record) -> mcs_api::PoolId {
@@ -365,4 +392,122 @@ fn keys_a_read_cannot_settle_are_named_for_a_whole_read() {
     assert_eq!(confirmed.recheck.len(), 2);
     assert_eq!(lease_of(&v, &replaced), Some(30_000));
     assert_eq!(lease_of(&v, &failed_over), Some(30_000), "neither renewed nor raised");
+}
+
+/// Leases of `n` pools written at 0 under 30 s terms, and a view of them.
+fn view_of_leases(n: usize) -> (View, Vec<Record>) {
+    let mut v = View::new(SKEW);
+    let pools: Vec<Record> =
+        (0..n).map(|i| leased(&format!("p{i}"), 0, terms(30_000, 10_000))).collect();
+    for pool in &pools {
+        v.apply(pool.clone(), 0);
+    }
+    (v, pools)
+}
+
+#[test]
+fn a_plan_applied_in_parts_changes_what_the_whole_does() {
+    let (mut whole, pools) = view_of_leases(40);
+    let (mut parted, _) = view_of_leases(40);
+    // Half the pools read back with later ends, the rest absent: raised.
+    let ends: Vec<LeaseEnd> = pools.iter().step_by(2).map(|p| end(p, 44_000)).collect();
+    let w = window(24_000, 26_000);
+    let expected = whole.confirm_leases(&ends, w, 26_000);
+    assert_eq!((expected.renewed, expected.extended), (20, 20));
+    let mut plan = parted.plan_leases(&ends, w);
+    assert_eq!(plan.pending(), 40);
+    for part in 1..=5 {
+        assert!(!parted.apply_leases(&mut plan, 7, 26_000), "part {part} of 6");
+        assert_eq!(plan.pending(), 40 - 7 * part, "seven steps a part");
+    }
+    assert!(parted.apply_leases(&mut plan, 7, 26_000), "40 steps in parts of 7: the sixth ends it");
+    assert_eq!(plan.pending(), 0);
+    assert_eq!(plan.into_confirmed(), expected);
+    for pool in &pools {
+        assert_eq!(lease_of(&parted, pool), lease_of(&whole, pool), "{:?}", pool.key);
+    }
+    assert_eq!(parted.next_deadline(), whole.next_deadline());
+    assert_eq!(parted.raised, whole.raised);
+    assert_eq!(parted.answered, whole.answered);
+    assert_eq!(parted.confirmed_poll_ms, 26_000);
+}
+
+#[test]
+fn a_step_planned_for_a_version_since_replaced_is_skipped() {
+    let (mut v, pools) = view_of_leases(2);
+    let (renewed, raised) = (&pools[0], &pools[1]);
+    let w = window(24_000, 26_000);
+    let mut plan = v.plan_leases(&[end(renewed, 44_000)], w);
+    assert_eq!(plan.pending(), 2, "one renewal, one raise");
+    // Both rewritten between the plan and its application, ending sooner
+    // than the plan would move them.
+    for i in 0..pools.len() {
+        let mut newer = leased(&format!("p{i}"), 20_000, terms(30_000, 10_000));
+        newer.version = crate::Version::new(2, "r");
+        newer.lease_until_ms = Some(31_000);
+        v.apply(newer, 25_000);
+    }
+    assert!(v.apply_leases(&mut plan, usize::MAX, 26_000));
+    assert_eq!((lease_of(&v, renewed), lease_of(&v, raised)), (Some(31_000), Some(31_000)));
+    let got = plan.into_confirmed();
+    assert_eq!((got.renewed, got.extended), (0, 0));
+    assert!(v.raised.is_empty(), "nothing raised");
+}
+
+#[test]
+fn lapsed_leases_below_the_window_are_forgotten_once_the_whole_plan_is_applied() {
+    let (mut v, pools) = view_of_leases(3);
+    // The first lapses here; the others are read back renewed.
+    v.advance(30_000 + SKEW);
+    assert_eq!(v.lapsed.len(), 3);
+    let ends: Vec<LeaseEnd> = pools.iter().skip(1).map(|p| end(p, 80_000)).collect();
+    // A window starting past the lapsed end.
+    let w = window(42_000, 44_000);
+    let mut plan = v.plan_leases(&ends, w);
+    assert!(!v.apply_leases(&mut plan, 1, 44_000), "one of two renewals");
+    assert_eq!(v.lapsed.len(), 2, "kept until the plan is done");
+    assert!(v.apply_leases(&mut plan, 1, 44_000));
+    assert!(v.lapsed.is_empty());
+    let (mut empty, _) = view_of_leases(0);
+    let mut plan = empty.plan_leases(&[], w);
+    assert_eq!(plan.pending(), 0);
+    assert!(empty.apply_leases(&mut plan, 0, 44_000), "nothing to apply: done at once");
+}
+
+#[test]
+fn a_lease_already_at_its_bound_is_neither_raised_nor_counted() {
+    let (mut v, pools) = view_of_leases(1);
+    // Settled at 0: a 30 s lease written since ends no earlier than 30 s,
+    // the view's end already.
+    let w = LeaseWindow {
+        from_ms: 0,
+        to_ms: 40_000,
+        settled_ms: 0,
+        polled_at_ms: 10_000,
+        raise_by_ms: 40_000,
+    };
+    let mut plan = v.plan_leases(&[], w);
+    assert_eq!(plan.pending(), 1, "absent from the read, in the window");
+    assert!(v.apply_leases(&mut plan, usize::MAX, 10_000));
+    assert_eq!(plan.into_confirmed(), Confirmed::default());
+    assert_eq!(lease_of(&v, &pools[0]), Some(30_000));
+    assert!(v.raised.is_empty(), "a stored end, not a raised one");
+}
+
+#[test]
+fn a_lapsed_lease_ending_at_the_window_start_is_kept() {
+    let (mut v, _) = view_of_leases(1);
+    v.advance(30_000 + SKEW);
+    assert_eq!(v.lapsed.len(), 1);
+    let w = LeaseWindow {
+        from_ms: 30_000,
+        to_ms: 60_000,
+        settled_ms: 40_000,
+        polled_at_ms: 50_000,
+        raise_by_ms: 54_000,
+    };
+    // Read back at a later end: a late renewal, served again.
+    let mut plan = v.plan_leases(&[], w);
+    assert!(v.apply_leases(&mut plan, usize::MAX, 50_000));
+    assert_eq!(v.lapsed.len(), 1, "its end is in the window: a later read may still find it");
 }
