@@ -123,6 +123,12 @@ pub struct LiveView {
     polls: Mutex<PollFacts>,
     /// Each section's fingerprint as long-polls were last woken for it.
     fingerprints: Mutex<[String; SectionKind::ALL.len()]>,
+    /// Each section's version and the view's next deadline (`u64::MAX`:
+    /// none) as the last mutation left them: a GET of an unchanged list
+    /// with nothing due reads these and the cache, not the view, so it
+    /// never waits for the write lock (docs/design.md §6).
+    versions: [AtomicU64; SectionKind::ALL.len()],
+    next_deadline_ms: AtomicU64,
 }
 
 impl LiveView {
@@ -147,6 +153,8 @@ impl LiveView {
 
     fn of(view: View, stale_after_ms: u64, hold: HoldPolicy, clock: Arc<dyn Clock>) -> Self {
         let published = fingerprints(&view);
+        let versions = SectionKind::ALL.map(|section| AtomicU64::new(section.version(&view)));
+        let next_deadline_ms = AtomicU64::new(view.next_deadline().unwrap_or(u64::MAX));
         Self {
             view: RwLock::new(view),
             clock,
@@ -163,6 +171,8 @@ impl LiveView {
             discovery_complete: AtomicBool::new(true),
             polls: Mutex::new(PollFacts::default()),
             fingerprints: Mutex::new(published),
+            versions,
+            next_deadline_ms,
         }
     }
 
@@ -260,7 +270,9 @@ impl LiveView {
     /// wave back; returns how many leases expired.
     pub fn expire_due(&self) -> usize {
         let now = self.clock.now_ms();
-        let leases = {
+        let leases = if self.next_deadline_ms.load(Ordering::SeqCst) > now {
+            LeaseCounts::default()
+        } else {
             let view = self.read();
             match view.next_deadline() {
                 Some(deadline) if deadline <= now => {
@@ -477,6 +489,14 @@ impl LiveView {
     pub fn render(&self, section: SectionKind) -> Arc<Rendered> {
         self.expire_due();
         let complete = self.is_complete();
+        let index = SectionKind::ALL.iter().position(|s| *s == section).unwrap_or_default();
+        let published = self.versions[index].load(Ordering::SeqCst);
+        if let Some((v, c, rendered)) =
+            self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&section)
+            && (*v, *c) == (published, complete)
+        {
+            return rendered.clone();
+        }
         let view = self.read();
         let version = section.version(&view);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -516,6 +536,11 @@ impl LiveView {
             }
         }
         drop(published);
+        for (section, version) in SectionKind::ALL.iter().zip(&self.versions) {
+            version.store(section.version(&view), Ordering::SeqCst);
+        }
+        let deadline = view.next_deadline().unwrap_or(u64::MAX);
+        self.next_deadline_ms.store(deadline, Ordering::SeqCst);
         publish_sizes(&view);
         // Fair: a reader waiting meanwhile gets the lock before this thread
         // can take it again (a plan applied in parts takes it once a part).
@@ -579,6 +604,35 @@ pub(crate) mod tests {
         assert!(!changes.has_changed().unwrap(), "nothing served changed");
         assert!(view.apply(mk_tombstone("a", 2, "r")));
         assert!(changes.has_changed().unwrap(), "a pool withdrawn");
+    }
+
+    #[test]
+    fn a_get_of_an_unchanged_list_does_not_wait_for_the_write_lock() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let view = Arc::new(live_at(clock.clone()));
+        assert!(view.apply(mk_pool("a", 1, "r", None, Some(60_000))));
+        let first = view.render(SectionKind::Pools);
+        let held = view.write();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = {
+            let view = view.clone();
+            std::thread::spawn(move || tx.send(view.render(SectionKind::Pools)).unwrap())
+        };
+        let again = rx.recv_timeout(std::time::Duration::from_secs(5));
+        drop(held);
+        reader.join().unwrap();
+        let again = again.expect("rendered while the write lock was held");
+        assert!(Arc::ptr_eq(&first, &again), "the cached body");
+        // A change is rendered anew, and a lease past its end expires at
+        // the GET that finds it due.
+        assert!(view.apply(mk_pool("b", 1, "r", None, Some(90_000))));
+        let both = view.render(SectionKind::Pools);
+        assert!(!Arc::ptr_eq(&first, &both));
+        assert_eq!(view.read().pools().len(), 2);
+        clock.advance(60_000);
+        let expired = view.render(SectionKind::Pools);
+        assert!(!Arc::ptr_eq(&both, &expired), "a expired");
+        assert_eq!(view.read().pools().len(), 1);
     }
 
     #[test]
