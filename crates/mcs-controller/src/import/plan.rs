@@ -946,4 +946,72 @@ mod tests {
         assert_eq!(plan.service.metadata.owner_references.clone().unwrap()[0].uid, "uid-1");
         assert_eq!(plan.import.status.unwrap().clusters.len(), 3);
     }
+
+    #[test]
+    fn protocols_are_named_as_the_kubernetes_api_spells_them() {
+        let names: Vec<&str> =
+            [Protocol::TCP, Protocol::UDP, Protocol::SCTP].into_iter().map(protocol_name).collect();
+        assert_eq!(names, ["TCP", "UDP", "SCTP"]);
+    }
+
+    #[test]
+    fn cluster_ips_leave_out_none_and_empty_and_follow_the_families() {
+        let ips = |v: &[&str], families: &[IpFamily]| {
+            let v: Vec<String> = v.iter().map(|s| (*s).to_owned()).collect();
+            ips_in_family_order(&v, families)
+        };
+        assert!(ips(&["None"], &[IpFamily::IPv4]).is_empty(), "a headless Service's");
+        assert!(ips(&[""], &[IpFamily::IPv4]).is_empty());
+        assert_eq!(
+            ips(&["10.0.0.1", "fd00::1", ""], &[IpFamily::IPv6, IpFamily::IPv4]),
+            ["fd00::1", "10.0.0.1"]
+        );
+        assert_eq!(ips(&["fd00::1", "10.0.0.1"], &[]), ["fd00::1", "10.0.0.1"], "order kept");
+    }
+
+    #[test]
+    fn the_derived_service_carries_each_port_field_its_affinity_and_namespace() {
+        let mut imp = import(vec![cluster("east", vec![endpoint(&["10.1.0.1"], true)])]);
+        let grpc = mcs_api::ServicePort {
+            app_protocol: Some("kubernetes.io/h2c".into()),
+            ..port("grpc", 9090, None)
+        };
+        let dns = mcs_api::ServicePort { protocol: Protocol::UDP, ..port("", 53, None) };
+        imp.ports = vec![grpc, dns];
+        imp.session_affinity = SessionAffinity::ClientIP;
+        imp.session_affinity_timeout_secs = Some(30);
+        imp.traffic_distribution = Some("PreferClose".into());
+        let svc = derived_service(&imp, &owner(), &[]);
+        assert_eq!(svc.metadata.namespace.as_deref(), Some("llm"));
+        let spec = svc.spec.unwrap();
+        let ports: Vec<_> = spec
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name, p.protocol, p.port, p.app_protocol))
+            .collect();
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            ports,
+            [
+                (some("grpc"), some("TCP"), 9090, some("kubernetes.io/h2c")),
+                (None, some("UDP"), 53, None),
+            ]
+        );
+        assert_eq!(spec.session_affinity.as_deref(), Some("ClientIP"));
+        let config = spec.session_affinity_config.unwrap().client_ip.unwrap();
+        assert_eq!(config.timeout_seconds, Some(30));
+        assert_eq!(spec.traffic_distribution.as_deref(), Some("PreferClose"));
+    }
+
+    #[test]
+    fn a_clusters_port_the_import_left_out_is_not_on_its_slices() {
+        let mut imp = import(vec![cluster("east", vec![endpoint(&["10.1.0.1"], true)])]);
+        // grpc lost a conflict: the import carries http alone.
+        imp.ports = vec![port("http", 80, None)];
+        let slices = endpoint_slices(&imp, &owner(), 100);
+        let names: Vec<_> =
+            slices[0].ports.iter().flatten().map(|p| p.name.clone().unwrap()).collect();
+        assert_eq!(names, ["http"]);
+    }
 }

@@ -261,3 +261,26 @@ fn slices_this_controller_imported_are_not_exported() {
     assert_eq!(req.endpoints, alone.endpoints);
     assert!(!req.endpoints.iter().any(|e| e.addresses[0].to_string() == "10.2.0.1"));
 }
+
+#[test]
+fn protocols_port_numbers_and_traffic_policies_map_each_value() {
+    assert_eq!(to_protocol(Some("UDP")), Protocol::UDP);
+    assert_eq!(to_protocol(Some("SCTP")), Protocol::SCTP);
+    assert_eq!(to_protocol(Some("TCP")), Protocol::TCP);
+    assert_eq!(to_protocol(None), Protocol::TCP, "the API's default");
+    assert_eq!(to_port(1), Some(1));
+    assert_eq!(to_port(65_535), Some(65_535));
+    assert_eq!(to_port(0), None, "no port");
+    assert_eq!(to_port(-1), None);
+    assert_eq!(to_port(65_536), None);
+    for (policy, expected) in [
+        ("Cluster", Some(TrafficPolicy::Cluster)),
+        ("Local", Some(TrafficPolicy::Local)),
+        ("Elsewhere", None),
+    ] {
+        let mut svc = service_json();
+        svc["spec"]["internalTrafficPolicy"] = json!(policy);
+        let req = valid(build(&export(), Some(&service(svc)), &slices()));
+        assert_eq!(req.internal_traffic_policy, expected, "{policy}");
+    }
+}
