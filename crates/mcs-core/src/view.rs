@@ -547,7 +547,7 @@ impl View {
     /// touching what is served; a lapsed one is served again if `until`
     /// makes it live.
     fn extend_lease(&mut self, key: &Key, until: u64, now_ms: u64) {
-        let Some(old_until) = self.records.get(key).and_then(|r| r.lease_until_ms) else {
+        let Some(old_until) = self.lease_end(key) else {
             return;
         };
         let old_deadline = (old_until.saturating_add(self.skew_ms), key.clone());
@@ -658,7 +658,7 @@ impl View {
                 continue;
             }
             let was_raised = self.raised.remove(&step.key);
-            let held = self.lease_end_of(&step.key);
+            let held = self.lease_end(&step.key);
             if held < Some(step.until) {
                 self.extend_lease(&step.key, step.until, now_ms);
                 plan.confirmed.renewed += 1;
@@ -676,7 +676,7 @@ impl View {
                 continue;
             }
             let (key, bound) = (&step.key, step.until);
-            if self.lease_end_of(key).is_some_and(|until| bound > until) {
+            if self.lease_end(key).is_some_and(|until| bound > until) {
                 self.raised.insert(key.clone());
                 self.extend_lease(key, bound, now_ms);
                 if !self.deadlines.contains(&(bound.saturating_add(self.skew_ms), key.clone())) {
@@ -699,11 +699,6 @@ impl View {
     /// Whether the view still holds the version `step` was planned for.
     fn holds(&self, step: &Step) -> bool {
         self.records.get(&step.key).is_some_and(|r| r.version == step.version)
-    }
-
-    /// The lease end the view holds for `key`, if any.
-    fn lease_end_of(&self, key: &Key) -> Option<u64> {
-        self.records.get(key).and_then(|r| r.lease_until_ms)
     }
 
     /// The keys a read of lease ends in `window` cannot settle, for the
@@ -796,7 +791,7 @@ impl View {
         let mut keys: Vec<(u64, &Key)> = read
             .replaced
             .iter()
-            .map(|k| (self.lease_end(k), *k))
+            .map(|k| (self.lease_end(k).unwrap_or(0), *k))
             .chain(unsettled)
             .chain(gone)
             .collect();
@@ -805,9 +800,9 @@ impl View {
         keys.into_iter().map(|(_, key)| key.clone()).collect()
     }
 
-    /// The lease end the view holds for `key` (0 without one).
-    fn lease_end(&self, key: &Key) -> u64 {
-        self.records.get(key).and_then(|r| r.lease_until_ms).unwrap_or(0)
+    /// The lease end the view holds for `key`, if any.
+    fn lease_end(&self, key: &Key) -> Option<u64> {
+        self.records.get(key).and_then(|r| r.lease_until_ms)
     }
 
     /// `(lease end, key, lapsed)` of the leases with terms the view holds

@@ -516,16 +516,17 @@ impl LiveView {
     fn mutate<R>(&self, f: impl FnOnce(&mut View, u64) -> R) -> R {
         let now = self.clock.now_ms();
         let mut view = self.write();
-        let before = SectionKind::ALL.map(|section| section.version(&view));
         let result = f(&mut view, now);
         let mut changed = false;
         // A section's fingerprint is computed only when its content was
-        // touched (its version moved), and compared with the one last
-        // published: content changed and changed back is no change.
+        // touched (its version moved past the one published by the last
+        // mutation), and compared with the one last published: content
+        // changed and changed back is no change.
         let mut published = self.fingerprints.lock().unwrap_or_else(|p| p.into_inner());
-        for ((section, old), last) in SectionKind::ALL.iter().zip(before).zip(published.iter_mut())
-        {
-            if section.version(&view) == old {
+        let sections = SectionKind::ALL.iter().zip(&self.versions).zip(published.iter_mut());
+        for ((section, version), last) in sections {
+            let current = section.version(&view);
+            if version.swap(current, Ordering::SeqCst) == current {
                 continue;
             }
             let new = section.fingerprint(&view);
@@ -536,9 +537,6 @@ impl LiveView {
             }
         }
         drop(published);
-        for (section, version) in SectionKind::ALL.iter().zip(&self.versions) {
-            version.store(section.version(&view), Ordering::SeqCst);
-        }
         let deadline = view.next_deadline().unwrap_or(u64::MAX);
         self.next_deadline_ms.store(deadline, Ordering::SeqCst);
         publish_sizes(&view);
