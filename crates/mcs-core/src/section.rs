@@ -54,6 +54,18 @@ impl SectionKind {
         }
     }
 
+    /// Its place in [`SectionKind::ALL`], for arrays of one thing per
+    /// section.
+    pub const fn index(self) -> usize {
+        match self {
+            SectionKind::Pools => 0,
+            SectionKind::Routers => 1,
+            SectionKind::Clusters => 2,
+            SectionKind::Exports => 3,
+            SectionKind::Imports => 4,
+        }
+    }
+
     /// One item of it (`pool` for `pools`), accepted wherever a section is
     /// named on a command line.
     pub const fn singular(self) -> &'static str {
@@ -241,6 +253,13 @@ mod tests {
             view.apply(r, NOW);
         }
         view
+    }
+
+    #[test]
+    fn each_section_knows_its_place_in_all() {
+        for (i, section) in SectionKind::ALL.into_iter().enumerate() {
+            assert_eq!(section.index(), i, "{}", section.name());
+        }
     }
 
     #[test]

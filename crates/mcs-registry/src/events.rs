@@ -103,8 +103,7 @@ impl Journals {
     }
 
     fn journal(&self, section: SectionKind) -> &Journal {
-        let index = SectionKind::ALL.iter().position(|s| *s == section).unwrap_or(0);
-        &self.journals[index]
+        &self.journals[section.index()]
     }
 
     /// Starts a stream of `section` from `resume`: with a revision of the

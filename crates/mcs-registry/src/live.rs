@@ -489,8 +489,7 @@ impl LiveView {
     pub fn render(&self, section: SectionKind) -> Arc<Rendered> {
         self.expire_due();
         let complete = self.is_complete();
-        let index = SectionKind::ALL.iter().position(|s| *s == section).unwrap_or_default();
-        let published = self.versions[index].load(Ordering::SeqCst);
+        let published = self.versions[section.index()].load(Ordering::SeqCst);
         if let Some((v, c, rendered)) =
             self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&section)
             && (*v, *c) == (published, complete)
