@@ -25,11 +25,10 @@
 //! machine's cores (no pinning): the CPU the poller takes shows in the
 //! GETs of every phase but idle, which the render probe mostly escapes.
 
-use crate::records::pool_record;
+use crate::records::{REFRESH_MS, lease_window, renewing_pools};
 use crate::report::{self, Stats, Table, f, ratio, verdict};
 use clap::Parser;
-use mcs_core::view::LeaseWindow;
-use mcs_core::{SectionKind, Version};
+use mcs_core::SectionKind;
 use mcs_registry::clock::{Clock, ManualClock};
 use mcs_registry::config::{Args, Settings};
 use mcs_registry::live::{CONFIRM_PART, LiveView};
@@ -69,11 +68,6 @@ impl Default for Options {
 }
 
 const NOW: u64 = 1_000_000_000;
-/// The registry's defaults: refresh, lookback, and the lease horizon of a
-/// 30 s lease renewed every 10 s.
-const REFRESH: u64 = 2_000;
-const LOOKBACK: u64 = 10_000;
-const HORIZON: u64 = 17_000;
 
 /// What one phase measured.
 struct Phase {
@@ -113,15 +107,7 @@ pub async fn run(o: &Options) -> anyhow::Result<()> {
         (clock, Arc::new(view))
     };
     for v in [&view, &shadow] {
-        // Renewed over the last heartbeat interval, as holders do.
-        v.apply_all(
-            (0..n)
-                .map(|i| {
-                    let renewed = NOW - (i as u64 * 10_000 / n as u64);
-                    pool_record(i, 4, Version::new(1, "w"), renewed, renewed + 30_000)
-                })
-                .collect(),
-        );
+        v.apply_all(renewing_pools(n, NOW));
         anyhow::ensure!(v.read().pools().len() == n, "{n} pools served");
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -318,14 +304,6 @@ async fn phase(
 /// empty (every holder renewed on time), applied in parts of `part` steps;
 /// returns how many leases it raised.
 fn poll(view: &LiveView, clock: &ManualClock, part: usize) -> usize {
-    clock.advance(REFRESH);
-    let polled_at = clock.now_ms();
-    let window = LeaseWindow {
-        from_ms: polled_at - REFRESH - LOOKBACK,
-        to_ms: polled_at + HORIZON,
-        settled_ms: polled_at - LOOKBACK,
-        polled_at_ms: polled_at,
-        raise_by_ms: polled_at + 2 * REFRESH,
-    };
-    view.confirm_leases_in_parts(&[], window, part).extended
+    clock.advance(REFRESH_MS);
+    view.confirm_leases_in_parts(&[], lease_window(clock.now_ms()), part).extended
 }

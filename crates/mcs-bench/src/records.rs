@@ -4,6 +4,7 @@
 use mcs_api::{
     Capacity, HostPort, Label, Lease, Location, NonBlank, Pool, PoolKey, PoolRegistration,
 };
+use mcs_core::view::LeaseWindow;
 use mcs_core::{Body, Key, LeaseTerms, Record, Version};
 
 fn label(value: String) -> Label {
@@ -87,4 +88,33 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The registry's defaults a reader polls with: its refresh interval, its
+/// lookback, and the lease horizon of a 30 s lease renewed every 10 s.
+pub const REFRESH_MS: u64 = 2_000;
+pub const LOOKBACK_MS: u64 = 10_000;
+pub const HORIZON_MS: u64 = 17_000;
+
+/// `n` pools renewed on time before `now_ms`, spread over the last heartbeat
+/// interval as holders renew, under the default terms ([`pool_record`]).
+pub fn renewing_pools(n: usize, now_ms: u64) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            let renewed = now_ms - (i as u64 * 10_000 / n as u64);
+            pool_record(i, 4, Version::new(1, "w"), renewed, renewed + 30_000)
+        })
+        .collect()
+}
+
+/// The window of lease ends a reader with the defaults reads at the poll
+/// starting at `polled_at` (one refresh after the last).
+pub fn lease_window(polled_at: u64) -> LeaseWindow {
+    LeaseWindow {
+        from_ms: polled_at - REFRESH_MS - LOOKBACK_MS,
+        to_ms: polled_at + HORIZON_MS,
+        settled_ms: polled_at - LOOKBACK_MS,
+        polled_at_ms: polled_at,
+        raise_by_ms: polled_at + 2 * REFRESH_MS,
+    }
 }

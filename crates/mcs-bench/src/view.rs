@@ -8,7 +8,7 @@
 //! view mixes kinds (pools, clusters, exports of shared services), where an
 //! export change re-merges its service's import.
 
-use crate::records::pool_record;
+use crate::records::{LOOKBACK_MS, REFRESH_MS, lease_window, pool_record, renewing_pools};
 use crate::report::{self, Stats, Table, f, ratio, verdict};
 use clap::Parser;
 use mcs_api::{Pool, PoolId};
@@ -188,26 +188,15 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // each poll's read of lease ends is empty and every lease is raised
     // (docs/design.md §6, "Renewals and the change feed").
     let mut renewing = View::new(1000);
-    let terms = mcs_core::LeaseTerms { duration_ms: 30_000, heartbeat_ms: 10_000 };
-    for i in 0..n {
-        // Renewed over the last heartbeat interval, as holders do.
-        let renewed = NOW - (i as u64 * 10_000 / n as u64);
-        let mut record = pool_record(i, 4, Version::new(1, "w"), renewed, renewed + 30_000);
-        record.terms = Some(terms);
+    for record in renewing_pools(n, NOW) {
         renewing.apply(record, NOW);
     }
-    let (refresh, lookback, horizon) = (2_000, 10_000, 17_000);
+    let (refresh, lookback) = (REFRESH_MS, LOOKBACK_MS);
     let mut raised = 0;
     let confirm: Vec<f64> = (1..=60u64)
         .map(|poll| {
             let polled_at = NOW + poll * refresh;
-            let window = mcs_core::view::LeaseWindow {
-                from_ms: polled_at - refresh - lookback,
-                to_ms: polled_at + horizon,
-                settled_ms: polled_at - lookback,
-                polled_at_ms: polled_at,
-                raise_by_ms: polled_at + 2 * refresh,
-            };
+            let window = lease_window(polled_at);
             let started = Instant::now();
             let confirmed = renewing.confirm_leases(&[], window, polled_at);
             let took = report::us(started.elapsed());
