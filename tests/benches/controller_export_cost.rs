@@ -53,7 +53,7 @@ fn requests(c: &Cluster) -> Vec<(String, String, u16)> {
 }
 
 /// The side a request of the controller is made for: its ServiceExports
-/// (finalizer, status) or the imports (ServiceImports, derived Services,
+/// (their status) or the imports (ServiceImports, derived Services,
 /// EndpointSlices, and the watches behind both).
 fn side(resource: &str) -> &'static str {
     if resource.starts_with("serviceexports") { "export" } else { "import" }

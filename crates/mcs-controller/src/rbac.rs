@@ -53,7 +53,8 @@ pub const NAME: &str = "mcs-controller";
 
 /// `(API group, resource, verbs)` the controller calls across the cluster.
 pub const RULES: &[(&str, &str, &[&str])] = &[
-    // Exports: read, the finalizer (patch), auto-export's create and delete.
+    // Exports: read, an earlier controller's finalizer removed (patch),
+    // auto-export's create and delete.
     (
         "multicluster.x-k8s.io",
         "serviceexports",

@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod reconciler;
 pub mod slice_index;
 pub mod state;
+pub mod tombstones;
 
 pub use reconciler::FINALIZER;
 

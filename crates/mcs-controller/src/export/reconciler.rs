@@ -3,11 +3,13 @@
 //!
 //! ```text
 //!  ServiceExport/Service/EndpointSlice event ─▶ reconcile(ns/name)
-//!    finalizer added ─▶ build ─▶ valid, content hash changed? ─▶ PUT export
+//!    build ─▶ valid, content hash changed? ─▶ PUT export
 //!                             └▶ invalid ─▶ withdraw it if the registry may hold it
 //!    conditions (Valid, Ready, Conflict) ─▶ server-side apply of status, if changed
 //!                             └▶ refused by the registry (4xx) ─▶ withdraw the previous one
-//!    deleted ─▶ withdraw (bounded), then the finalizer goes; not withdrawn ─▶ left to the sweep
+//!    deleted (a tombstone in the store, tombstones.rs) ─▶ withdraw (bounded) ─▶ forget the tombstone;
+//!                                                       not withdrawn ─▶ left to the sweep
+//!    our finalizer (put by a controller before 2026-12-06) ─▶ the same, then the finalizer goes
 //!  Service / EndpointSlice watch caches (caches.rs) ─▶ the ServiceExport of a Service,
 //!    of the Service a slice names and of the one it left; a reconcile reads them, no GET
 //!  registry GET /v1/exports (watch) ─▶ the exports whose conditions changed ─▶ reconcile each
@@ -22,12 +24,15 @@
 //! cluster that no ServiceExport asks for any more are withdrawn.
 //! Graceful stop withdraws nothing. See docs/design.md §13.
 //!
-//! A deleted ServiceExport's finalizer waits at most
-//! [`REGISTRY_CALL_BOUND`] for the withdrawal (a namespace being
-//! deleted waits on it): past that, or refused, the finalizer goes and the
-//! export is remembered for the sweep, which withdraws it on each resync
-//! until the registry takes it. A controller restarted meanwhile finds it
-//! as an orphan in the registry's list.
+//! No finalizer is put on a ServiceExport: its deletion is seen by the
+//! watch and kept in the store as a tombstone until the export is
+//! withdrawn (tombstones.rs). The withdrawal waits at most
+//! [`REGISTRY_CALL_BOUND`]; past that, or refused, the export is
+//! remembered for the sweep, which withdraws it on each resync until the
+//! registry takes it. A controller restarted meanwhile (or a watch that
+//! re-listed before the tombstone's reconcile) finds it as an orphan in the
+//! registry's list. The finalizer that controllers before this one added is
+//! still honoured: withdrawn, then removed, when its object is deleted.
 //!
 //! An export the registry refuses (`4xx`: too large, invalid) is not left
 //! standing in its previous form: the previous export is withdrawn, so
@@ -39,16 +44,17 @@ use super::build::{Built, NO_SERVICE, build, content_hash};
 use super::caches::Caches;
 use super::conditions::{self, Observed};
 use super::state::{Id, State};
+use super::tombstones::{Tombstones, is_tombstone};
 use crate::crd::ServiceExport;
 use crate::pace::{drain, jittered, ticks};
 use crate::{Context, FIELD_MANAGER, metrics};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{self, Event, finalizer};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
@@ -58,14 +64,15 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// The finalizer on every ServiceExport: the export is withdrawn from the
-/// registry before the object goes.
+/// The finalizer that controllers before 2026-12-06 put on every
+/// ServiceExport (the export withdrawn before the object went). No longer
+/// added; where found, removed once its object is deleted and withdrawn.
 pub const FINALIZER: &str = "multicluster.x-k8s.io/mcs-registry-controller";
 
 /// Longest delay between retries of a failing reconcile.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// How long a reconcile (a send, a deleted ServiceExport's finalizer) and
+/// How long a reconcile (a send, a deleted ServiceExport's withdrawal) and
 /// each withdrawal of the sweep wait for the registry, whose client retries
 /// an outage for longer. An object's reconciles run one at a time, so a send
 /// waiting on an absent registry would hold its deletion, and its namespace,
@@ -81,7 +88,7 @@ pub enum Error {
     /// The registry refused the export or could not be reached.
     #[error("registry: {0}")]
     Registry(#[from] mcs_client::Error),
-    /// Adding or removing the finalizer, or the reconcile inside it.
+    /// Removing an earlier controller's finalizer, or the reconcile inside it.
     #[error(transparent)]
     Finalizer(Box<finalizer::Error<Error>>),
 }
@@ -96,12 +103,20 @@ pub struct Exporter {
     /// Exports of deleted ServiceExports whose withdrawal did not go
     /// through: the sweep withdraws them.
     withdraw_later: Mutex<BTreeSet<Id>>,
+    /// The controller's store of ServiceExports, deleted ones included.
+    tombstones: Tombstones,
 }
 
 impl Exporter {
     /// A reconciler for `ctx`'s cluster.
     pub fn new(ctx: Arc<Context>, caches: Caches) -> Self {
-        Self { ctx, caches, state: Mutex::new(State::default()), withdraw_later: Mutex::default() }
+        Self {
+            ctx,
+            caches,
+            state: Mutex::new(State::default()),
+            withdraw_later: Mutex::default(),
+            tombstones: Tombstones::default(),
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -264,8 +279,9 @@ impl Exporter {
             && self.state().registry_may_hold(&id)
             && let Err(error) = self.withdraw(&key).await
         {
-            // The finalizer must not hold the object (and its namespace)
-            // while the registry is away: the sweep withdraws it later.
+            // A deletion (or an earlier controller's finalizer, and with it
+            // the namespace) is not held while the registry is away: the
+            // sweep withdraws it later.
             tracing::warn!(export = %key, %error, "export not withdrawn; left to the resync's sweep");
             self.withdraw_later().insert(id.clone());
         }
@@ -315,7 +331,9 @@ impl Exporter {
     /// ServiceExport asks for: deleted while no controller ran, or deleted
     /// while the registry could not be reached (kept until withdrawn).
     async fn sweep_orphans(&self, store: &Store<ServiceExport>) {
-        let exists = |id: &Id| store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some();
+        let exists = |id: &Id| {
+            store.get(&ObjectRef::new(&id.1).within(&id.0)).is_some_and(|se| !is_tombstone(&se))
+        };
         let orphans = self.state().orphans(exists);
         let targets = sweep_targets(orphans, &mut self.withdraw_later(), exists);
         for id in targets {
@@ -323,6 +341,7 @@ impl Exporter {
             match self.withdraw(&key).await {
                 Ok(()) => {
                     self.withdraw_later().remove(&id);
+                    self.state().forget(&id);
                     tracing::info!(export = %key, "orphaned export withdrawn");
                 }
                 Err(error) => {
@@ -405,38 +424,33 @@ fn backoff(failures: u32) -> Duration {
 async fn reconcile(se: Arc<ServiceExport>, ex: Arc<Exporter>) -> Result<Action, Error> {
     // The controller reconciles only once its store is filled.
     ex.state().synced();
-    let id = id_of(&se);
-    let version = se.metadata.resource_version.clone();
-    let adds_finalizer =
-        se.metadata.deletion_timestamp.is_none() && !se.finalizers().iter().any(|f| f == FINALIZER);
-    if adds_finalizer && ex.state().finalizer_pending(&id, version.as_deref()) {
-        // Added by the last reconcile; its watch event, which reconciles
-        // again, has not reached the store yet.
-        return Ok(Action::await_change());
-    }
-    let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id.0);
-    let result = finalizer(&api, FINALIZER, se, |event| async {
-        match event {
-            Event::Apply(se) => ex.apply(&se).await,
-            Event::Cleanup(se) => ex.cleanup(&se).await,
+    let result = if se.finalizers().iter().any(|f| f == FINALIZER) {
+        // An earlier controller's: applied as ever, and on deletion the
+        // export withdrawn, then the finalizer removed.
+        let api = Api::<ServiceExport>::namespaced(ex.ctx.kube.clone(), &id_of(&se).0);
+        finalizer(&api, FINALIZER, se, |event| async {
+            match event {
+                Event::Apply(se) => ex.apply(&se).await,
+                Event::Cleanup(se) => ex.cleanup(&se).await,
+            }
+        })
+        .await
+        .or_else(|e| match e {
+            // Cleaned up twice (a queued event of an object already gone).
+            finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.is_not_found() => {
+                Ok(Action::await_change())
+            }
+            e => Err(Error::Finalizer(Box::new(e))),
+        })
+    } else if se.metadata.deletion_timestamp.is_some() {
+        let result = ex.cleanup(&se).await;
+        if is_tombstone(&se) {
+            ex.tombstones.forget(&se);
         }
-    })
-    .await;
-    if adds_finalizer && result.is_ok() {
-        ex.state().finalizer_added(id, version);
-    }
-    let result = result.or_else(|e| match e {
-        // Cleaned up twice (a queued event of an object already gone).
-        finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.is_not_found() => {
-            Ok(Action::await_change())
-        }
-        // The finalizer patch tests the finalizers it read: a 422 means the
-        // object was older than the one stored, whose event is on its way.
-        finalizer::Error::AddFinalizer(kube::Error::Api(s)) if s.code == 422 => {
-            Ok(Action::await_change())
-        }
-        e => Err(Error::Finalizer(Box::new(e))),
-    });
+        result
+    } else {
+        ex.apply(&se).await
+    };
     let outcome = if result.is_ok() { "ok" } else { "error" };
     ::metrics::counter!(metrics::RECONCILES, "controller" => "export", "outcome" => outcome)
         .increment(1);
@@ -495,22 +509,24 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     let follower = tokio::spawn(follow_registry(ex.clone(), changed_tx, follower_stop.clone()));
 
     // Decoded object by object: one ServiceExport that does not decode
-    // must not stop the others (watch.rs).
-    let (store, writer) = reflector::store();
+    // must not stop the others (watch.rs). Deleted ones stay in the store
+    // as tombstones until withdrawn (tombstones.rs).
+    let store = ex.tombstones.store();
+    let applier = ex.clone();
     let exports = crate::watch::lenient::<ServiceExport>(
         kube.clone(),
         watcher::Config::default(),
         "ServiceExport",
-    );
+    )
+    .map_ok(move |event| applier.tombstones.apply(event));
     let conflicts =
         futures::stream::unfold(
             changed_rx,
             |mut rx| async move { rx.recv().await.map(|id| (id, rx)) },
         );
-    let controller =
-        Controller::for_stream(reflector::reflector(writer, exports).applied_objects(), store)
-            .reconcile_on(triggers)
-            .reconcile_on(conflicts);
+    let controller = Controller::for_stream(exports.applied_objects(), store)
+        .reconcile_on(triggers)
+        .reconcile_on(conflicts);
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))

@@ -59,8 +59,6 @@ pub struct State {
     counts: HashMap<(String, String), usize>,
     /// The last status conditions written to each ServiceExport.
     status_written: HashMap<Id, Written<Vec<Shown>>>,
-    /// ServiceExports this controller added its finalizer to.
-    finalizer_added: HashMap<Id, Written<()>>,
     /// Whether the controller's ServiceExport store has been filled (its
     /// first reconcile ran): until then no export is an orphan.
     synced: bool,
@@ -114,7 +112,6 @@ impl State {
         self.shown(id.clone(), Vec::new());
         self.statuses.remove(id);
         self.status_written.remove(id);
-        self.finalizer_added.remove(id);
     }
 
     /// Whether the registry may hold this cluster's export of `id` (so a
@@ -188,19 +185,16 @@ impl State {
         self.synced = true;
     }
 
-    /// This cluster's exports in the (complete) view that were not sent
-    /// and for which `exists` finds no ServiceExport (in a filled store).
+    /// This cluster's exports in the (complete) view for which `exists`
+    /// finds no ServiceExport (in a filled store): deleted while no
+    /// controller ran, or while a tombstone's withdrawal had not yet run
+    /// when a re-list dropped it (sent, then).
     pub fn orphans(&self, exists: impl Fn(&Id) -> bool) -> Vec<Id> {
         if !self.synced {
             return Vec::new();
         }
         let Some(view) = self.view.as_ref().filter(|v| v.complete) else { return Vec::new() };
-        let mut orphans: Vec<Id> = view
-            .exports
-            .keys()
-            .filter(|id| !self.sent.contains_key(*id) && !exists(id))
-            .cloned()
-            .collect();
+        let mut orphans: Vec<Id> = view.exports.keys().filter(|id| !exists(id)).cloned().collect();
         orphans.sort();
         orphans
     }
@@ -278,28 +272,6 @@ impl State {
             Some(over) => self.status_written.insert(id, Written { over, what }),
             None => self.status_written.remove(&id),
         };
-    }
-
-    /// Whether this controller added its finalizer to `id` over version
-    /// `resource_version` (the store has not caught up with it yet: adding
-    /// it again would fail on the object's changed finalizers).
-    pub fn finalizer_pending(&mut self, id: &Id, resource_version: Option<&str>) -> bool {
-        match self.finalizer_added.get(id) {
-            Some(w) if Some(w.over.as_str()) == resource_version => true,
-            Some(_) => {
-                self.finalizer_added.remove(id);
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// Records that the finalizer was added to `id` over its version
-    /// `resource_version`.
-    pub fn finalizer_added(&mut self, id: Id, resource_version: Option<String>) {
-        if let Some(over) = resource_version {
-            self.finalizer_added.insert(id, Written { over, what: () });
-        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! ```text
 //!  reflectors (label managed-by=us): ServiceImports, Services, EndpointSlices; all Namespaces (metadata)
 //!     └─ every change ─▶ Touched{key | namespace | all} ─▶ the importer's queue (mod.rs)
-//!  sync(import):  ServiceImport ─▶ its uid ─▶ derived Service ─▶ its cluster IPs ─▶ ServiceImport.spec.ips
-//!                 ─▶ status ─▶ slices ─▶ delete this service's slices/Services no longer planned
+//!  sync(import):  derived Service ─▶ its cluster IPs ─▶ ServiceImport (spec.ips) ─▶ its uid
+//!                 ─▶ status ─▶ slices (owned by it) ─▶ delete this service's slices/Services no longer planned
 //! ```
 //!
 //! Every write is a server-side apply under [`FIELD_MANAGER`], forced, and
@@ -13,10 +13,10 @@
 //! object is applied whatever became of the others: one the API server
 //! refuses fails the sync (logged, counted, retried with backoff) after
 //! the rest were brought in step. Only a ServiceImport that does not exist
-//! and cannot be created stops the rest, which it would own.
+//! and cannot be created stops the slices, which it would own.
 
 use super::diff;
-use super::plan::{self, Observed, Plan, RegistryState};
+use super::plan::{self, Observed, RegistryState};
 use crate::crd::{self, ServiceImportStatus};
 use crate::metrics::{IMPORT_OBJECTS_DELETED, IMPORT_OBJECTS_WRITTEN};
 use crate::{FIELD_MANAGER, MANAGED_BY};
@@ -448,8 +448,8 @@ pub async fn sync(
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
 
-    // The ServiceImport first: its uid owns the rest. One that exists owns
-    // them even when its update is refused.
+    // The derived Service first: its cluster IPs are the ServiceImport's
+    // `spec.ips`, so the ServiceImport is written once (design §13).
     let current = stores.import(namespace, name);
     let conditions = current
         .as_ref()
@@ -457,8 +457,18 @@ pub async fn sync(
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
     let derived = plan::derived_name(namespace, name);
-    let mut current_svc = stores.service(namespace, &derived);
-    let ips = cluster_ips(current_svc.as_deref());
+    let current_svc = stores.service(namespace, &derived);
+    let wanted = plan::derived_service(import, cluster_families);
+    let what = format!("Service {namespace}/{derived}");
+    let svc = apply_derived(&services, current_svc.clone(), &wanted, &mut outcome).await;
+    // Refused: the current one's IPs, unless it was being replaced.
+    let svc = failures.check(what, svc).or_else(|| {
+        current_svc.as_deref().filter(|c| is_headless(c) == is_headless(&wanted)).cloned()
+    });
+    let ips = cluster_ips(svc.as_ref());
+
+    // The ServiceImport, which owns the slices. One that exists owns them
+    // even when its update is refused.
     let observed = Observed { cluster_ips: &ips, conditions: &conditions, cluster_families };
     let mut desired = plan::service_import(import, observed, state, now);
     let status = desired.status.take().unwrap_or_default();
@@ -479,7 +489,7 @@ pub async fn sync(
             }
         }
     };
-    let Some(mut si) = si else {
+    let Some(si) = si else {
         // Nothing else can be owned before the ServiceImport exists.
         failures.into_result(namespace)?;
         anyhow::bail!("ServiceImport {namespace}/{name} was not created");
@@ -489,27 +499,8 @@ pub async fn sync(
         .uid
         .clone()
         .ok_or_else(|| anyhow::anyhow!("ServiceImport {namespace}/{name} has no uid"))?;
-    let plan = Plan::new(import, &uid, observed, state, max_per_slice, now);
-
-    let what = format!("Service {namespace}/{derived}");
-    let svc = apply_derived(&services, current_svc.take(), &plan.service, &mut outcome).await;
-    if let Some(svc) = failures.check(what, svc) {
-        // The clusterset IPs, once the derived Service has them.
-        let ips_now = cluster_ips(Some(&svc));
-        if ips_now != ips {
-            let observed =
-                Observed { cluster_ips: &ips_now, conditions: &conditions, cluster_families };
-            let mut again = plan::service_import(import, observed, state, now);
-            again.status = None;
-            if needs_apply(&again, Some(&si), None)? {
-                let what = format!("ServiceImport {namespace}/{name} ips");
-                if let Some(written) = failures.check(what, apply(&imports, &again).await) {
-                    outcome.writes += 1;
-                    si = written;
-                }
-            }
-        }
-    }
+    let planned_slices =
+        plan::endpoint_slices(import, &plan::owner_reference(name, &uid), max_per_slice);
     let what = format!("ServiceImport {namespace}/{name} status");
     if failures.check(what, apply_status(&imports, &si, &status).await) == Some(true) {
         outcome.writes += 1;
@@ -517,7 +508,7 @@ pub async fn sync(
 
     // The slices, then (from a complete list only) what is ours of this
     // service and no longer planned.
-    for slice in &plan.slices {
+    for slice in &planned_slices {
         let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
         let current = stores.slice(namespace, slice_name);
         if needs_apply(slice, current.as_deref(), None)? {
@@ -528,7 +519,7 @@ pub async fn sync(
         }
     }
     let planned: BTreeSet<&str> =
-        plan.slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
+        planned_slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
     for extra in unplanned(stores.slices_of(&key), &planned, state) {
         let what = format!("deleting EndpointSlice {namespace}/{}", extra.name_any());
@@ -548,7 +539,8 @@ pub async fn sync(
         .iter()
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
-    Ok(Synced { outcome, slices: plan.slices.len(), endpoints: plan.endpoint_count(), ready })
+    let endpoints = plan::endpoint_count(&planned_slices);
+    Ok(Synced { outcome, slices: planned_slices.len(), endpoints, ready })
 }
 
 /// Applies the derived Service `wanted` over `current` (if it changes

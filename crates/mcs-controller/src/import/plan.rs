@@ -309,7 +309,10 @@ fn policy_name(policy: TrafficPolicy) -> &'static str {
 }
 
 /// The owner reference to the ServiceImport `name` with `uid`, put on the
-/// derived Service and the slices so that deleting the import removes them.
+/// slices so that deleting the import removes them. The derived Service
+/// has none: it is created before the ServiceImport, whose `spec.ips` are
+/// its cluster IPs, so that the ServiceImport is written once (design
+/// §13), and a ServiceImport deleted by hand comes back with the same IPs.
 pub fn owner_reference(name: &str, uid: &str) -> OwnerReference {
     OwnerReference {
         api_version: format!("{}/{}", crd::GROUP, crd::STORED_VERSION),
@@ -329,11 +332,7 @@ pub fn owner_reference(name: &str, uid: &str) -> OwnerReference {
 /// refuses a Service naming a family it is not configured for, so a
 /// dual-stack export imported into a single-stack cluster gets a
 /// single-stack Service. With none in common, the cluster picks.
-pub fn derived_service(
-    import: &mcs_api::ServiceImport,
-    owner: &OwnerReference,
-    cluster_families: &[IpFamily],
-) -> Service {
+pub fn derived_service(import: &mcs_api::ServiceImport, cluster_families: &[IpFamily]) -> Service {
     let name = derived_name(import.namespace.as_str(), import.name.as_str());
     let headless = import.service_type == ServiceType::Headless;
     let families: Vec<String> = import
@@ -366,7 +365,6 @@ pub fn derived_service(
                 (SERVICE_NAME_LABEL.into(), import.name.as_str().into()),
                 (MANAGED_BY_LABEL.into(), MANAGED_BY.into()),
             ])),
-            owner_references: Some(vec![owner.clone()]),
             ..ObjectMeta::default()
         },
         spec: Some(ServiceSpec {
@@ -507,39 +505,9 @@ fn slice_endpoint(e: &mcs_api::Endpoint) -> Endpoint {
     }
 }
 
-/// Everything desired for one service, once its ServiceImport's uid is known.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The ServiceImport, status included.
-    pub import: crd::ServiceImport,
-    /// The derived Service.
-    pub service: Service,
-    /// The slices, sorted by name.
-    pub slices: Vec<EndpointSlice>,
-}
-
-impl Plan {
-    /// Plans `import` with its ServiceImport's `uid` as the owner.
-    pub fn new(
-        import: &mcs_api::ServiceImport,
-        uid: &str,
-        observed: Observed<'_>,
-        state: &RegistryState,
-        max_per_slice: usize,
-        now: jiff::Timestamp,
-    ) -> Self {
-        let owner = owner_reference(import.name.as_str(), uid);
-        Plan {
-            import: service_import(import, observed, state, now),
-            service: derived_service(import, &owner, observed.cluster_families),
-            slices: endpoint_slices(import, &owner, max_per_slice),
-        }
-    }
-
-    /// The endpoints across the slices.
-    pub fn endpoint_count(&self) -> usize {
-        self.slices.iter().map(|s| s.endpoints.as_ref().map_or(0, Vec::len)).sum()
-    }
+/// The endpoints across `slices`.
+pub fn endpoint_count(slices: &[EndpointSlice]) -> usize {
+    slices.iter().map(|s| s.endpoints.as_ref().map_or(0, Vec::len)).sum()
 }
 
 #[cfg(test)]
@@ -822,7 +790,7 @@ mod tests {
             "2026-12-03T09:00:00Z".parse::<jiff::Timestamp>().unwrap()
         );
 
-        let svc = derived_service(&imp, &owner(), &[IpFamily::IPv4, IpFamily::IPv6]);
+        let svc = derived_service(&imp, &[IpFamily::IPv4, IpFamily::IPv6]);
         let spec = svc.spec.unwrap();
         assert_eq!(svc.metadata.name.unwrap(), derived_name("llm", "web"));
         assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
@@ -835,7 +803,7 @@ mod tests {
         let labels = svc.metadata.labels.unwrap();
         assert_eq!(labels[SERVICE_NAME_LABEL], "web");
         assert_eq!(labels[MANAGED_BY_LABEL], MANAGED_BY);
-        assert_eq!(svc.metadata.owner_references.unwrap(), [owner()]);
+        assert_eq!(svc.metadata.owner_references, None);
         // Zero ready endpoints: the slices are still there, not ready.
         let slices = endpoint_slices(&imp, &owner(), 100);
         assert_eq!(
@@ -848,15 +816,15 @@ mod tests {
     fn a_dual_stack_import_gets_a_single_stack_service_in_a_single_stack_cluster() {
         let mut imp = import(vec![cluster("east", vec![endpoint(&["10.1.0.1", "fd00::1"], true)])]);
         imp.ip_families = vec![IpFamily::IPv6, IpFamily::IPv4];
-        let spec = derived_service(&imp, &owner(), &[IpFamily::IPv4]).spec.unwrap();
+        let spec = derived_service(&imp, &[IpFamily::IPv4]).spec.unwrap();
         assert_eq!(spec.ip_families.unwrap(), ["IPv4"]);
         assert_eq!(spec.ip_family_policy.as_deref(), Some("SingleStack"));
         // No family in common: the cluster picks.
         imp.ip_families = vec![IpFamily::IPv6];
-        let spec = derived_service(&imp, &owner(), &[IpFamily::IPv4]).spec.unwrap();
+        let spec = derived_service(&imp, &[IpFamily::IPv4]).spec.unwrap();
         assert_eq!((spec.ip_families, spec.ip_family_policy), (None, None));
         // Not known: the import's.
-        let spec = derived_service(&imp, &owner(), &[]).spec.unwrap();
+        let spec = derived_service(&imp, &[]).spec.unwrap();
         assert_eq!(spec.ip_families.unwrap(), ["IPv6"]);
     }
 
@@ -873,7 +841,7 @@ mod tests {
         );
         assert_eq!(si.spec.type_, "Headless");
         assert!(si.spec.ips.is_empty());
-        let spec = derived_service(&imp, &owner(), &[]).spec.unwrap();
+        let spec = derived_service(&imp, &[]).spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
         assert_eq!(spec.internal_traffic_policy.as_deref(), Some("Cluster"));
@@ -933,18 +901,21 @@ mod tests {
     }
 
     #[test]
-    fn plan_counts_endpoints_and_owns_everything_by_the_import() {
+    fn slices_count_their_endpoints_and_only_the_slices_are_owned_by_the_import() {
         let imp = import(vec![
             cluster("east", endpoints_v4(120)),
             cluster("west", vec![endpoint(&["10.9.0.1"], true)]),
             cluster("north", vec![]),
         ]);
-        let plan =
-            Plan::new(&imp, "uid-1", Observed::default(), &RegistryState::Available, 100, now());
-        assert_eq!(plan.slices.len(), 3, "east: 2 chunks, west: 1, north: none");
-        assert_eq!(plan.endpoint_count(), 121);
-        assert_eq!(plan.service.metadata.owner_references.clone().unwrap()[0].uid, "uid-1");
-        assert_eq!(plan.import.status.unwrap().clusters.len(), 3);
+        let slices = endpoint_slices(&imp, &owner_reference("web", "uid-1"), 100);
+        assert_eq!(slices.len(), 3, "east: 2 chunks, west: 1, north: none");
+        assert_eq!(endpoint_count(&slices), 121);
+        assert_eq!(endpoint_count(&slices[..1]), 100);
+        for s in &slices {
+            assert_eq!(s.metadata.owner_references.clone().unwrap()[0].uid, "uid-1");
+        }
+        let svc = derived_service(&imp, &[]);
+        assert_eq!(svc.metadata.owner_references, None, "created before its ServiceImport");
     }
 
     #[test]
@@ -981,7 +952,7 @@ mod tests {
         imp.session_affinity = SessionAffinity::ClientIP;
         imp.session_affinity_timeout_secs = Some(30);
         imp.traffic_distribution = Some("PreferClose".into());
-        let svc = derived_service(&imp, &owner(), &[]);
+        let svc = derived_service(&imp, &[]);
         assert_eq!(svc.metadata.namespace.as_deref(), Some("llm"));
         let spec = svc.spec.unwrap();
         let ports: Vec<_> = spec
