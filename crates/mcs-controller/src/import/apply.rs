@@ -83,6 +83,14 @@ fn key_by_label<K: Resource>(obj: &K) -> Option<Key> {
     Some((obj.namespace()?, name.clone()))
 }
 
+/// Whether `obj` belongs to the service `key` by its label: what
+/// [`key_by_label`] says, without allocating a key per object looked at
+/// (each sync looks at every object of ours: issue 27 item 9).
+fn belongs<K: Resource>(obj: &K, key: &Key) -> bool {
+    obj.meta().namespace.as_deref() == Some(key.0.as_str())
+        && obj.labels().get(plan::SERVICE_NAME_LABEL).is_some_and(|n| *n == key.1)
+}
+
 fn key_by_name<K: Resource>(obj: &K) -> Option<Key> {
     Some((obj.namespace()?, obj.meta().name.clone()?))
 }
@@ -185,11 +193,11 @@ impl Stores {
     }
 
     fn slices_of(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
-        self.slices.state_filter(|o| key_by_label(o).as_ref() == Some(key))
+        self.slices.state_filter(|o| belongs(o, key))
     }
 
     fn services_of(&self, key: &Key) -> Vec<Arc<Service>> {
-        self.services.state_filter(|o| key_by_label(o).as_ref() == Some(key))
+        self.services.state_filter(|o| belongs(o, key))
     }
 }
 
@@ -748,6 +756,12 @@ mod tests {
         slice.metadata.labels =
             Some([(plan::SERVICE_NAME_LABEL.to_owned(), "web".to_owned())].into());
         assert_eq!(key_by_label(&slice), Some(("llm".to_owned(), "web".to_owned())));
+        let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
+        assert!(belongs(&slice, &key("llm", "web")));
+        assert!(!belongs(&slice, &key("llm", "api")), "another service");
+        assert!(!belongs(&slice, &key("other", "web")), "another namespace");
+        slice.metadata.namespace = None;
+        assert!(!belongs(&slice, &key("llm", "web")), "no namespace");
         let mut si = crd::ServiceImport::new("web", crd::ServiceImportSpec::default());
         assert_eq!(key_by_name(&si), None, "no namespace, no key");
         si.metadata.namespace = Some("llm".into());
