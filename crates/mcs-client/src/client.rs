@@ -389,23 +389,27 @@ fn decode<T: DeserializeOwned>(
 /// The lists' sections, so that one generic [`Client::list`] and
 /// [`Client::watch`](crate::Client::watch) serve them all.
 macro_rules! sections {
-    ($($list:ty => $path:literal),* $(,)?) => {$(
+    ($($list:ident => $path:literal, $field:ident: $item:ty),* $(,)?) => {$(
         impl Section for $list {
             const PATH: &'static str = $path;
+            type Item = $item;
             fn complete(&self) -> bool {
                 self.complete
             }
             fn fingerprint(&self) -> &str {
                 &self.fingerprint
             }
+            fn assemble(items: Vec<$item>, complete: bool, fingerprint: String) -> Self {
+                $list { $field: items, complete, fingerprint }
+            }
         }
     )*};
 }
 
 sections!(
-    PoolList => "pools",
-    RouterList => "routers",
-    ClusterList => "clusters",
-    ExportList => "exports",
-    ImportList => "imports",
+    PoolList => "pools", pools: mcs_api::Pool,
+    RouterList => "routers", routers: mcs_api::RouterReplica,
+    ClusterList => "clusters", clusters: mcs_api::Cluster,
+    ExportList => "exports", exports: mcs_api::Export,
+    ImportList => "imports", imports: mcs_api::ServiceImport,
 );

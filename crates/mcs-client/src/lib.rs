@@ -67,4 +67,8 @@ pub trait Section: serde::de::DeserializeOwned + Send + 'static {
     fn complete(&self) -> bool;
     /// The list's fingerprint (its `ETag` without quotes or suffix).
     fn fingerprint(&self) -> &str;
+    /// One item of the list, as an event stream carries it.
+    type Item: serde::de::DeserializeOwned + Clone + Send + Sync + 'static;
+    /// The list of `items` (in key order), as the registry would serve it.
+    fn assemble(items: Vec<Self::Item>, complete: bool, fingerprint: String) -> Self;
 }

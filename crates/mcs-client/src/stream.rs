@@ -39,7 +39,9 @@ pub(crate) struct EventStream {
 
 impl EventStream {
     /// The next event; `Ok(None)` once the registry ended the stream.
-    pub(crate) async fn next(&mut self) -> Result<Option<WatchEvent<serde_json::Value>>, Error> {
+    pub(crate) async fn next<T: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Result<Option<WatchEvent<T>>, Error> {
         loop {
             if let Some(end) = self.buffered.iter().position(|b| *b == b'\n') {
                 let line = self.buffered.split_to(end + 1);
