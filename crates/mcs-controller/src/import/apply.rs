@@ -16,6 +16,7 @@
 //! and cannot be created stops the slices, which it would own.
 
 use super::diff;
+use super::index::ByService;
 use super::plan::{self, Observed, RegistryState};
 use crate::crd::{self, ServiceImportStatus};
 use crate::metrics::{IMPORT_OBJECTS_DELETED, IMPORT_OBJECTS_WRITTEN};
@@ -34,12 +35,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// An imported service: (namespace, name).
-pub type Key = (String, String);
+pub use super::plan::Key;
 
 /// What changed among the objects the importer watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +61,13 @@ pub struct Stores {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Our Services and slices by the service they belong to (index.rs).
+    services_by: Arc<Mutex<ByService>>,
+    slices_by: Arc<Mutex<ByService>>,
+}
+
+fn locked(index: &Mutex<ByService>) -> MutexGuard<'_, ByService> {
+    index.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Debug for Stores {
@@ -105,11 +112,13 @@ impl Stores {
         let ours = watcher::Config::default().labels(&managed_by_selector());
         let slices_ours = watcher::Config::default()
             .labels(&format!("{}={MANAGED_BY}", plan::SLICE_MANAGED_BY_LABEL));
+        let services_by = Arc::new(Mutex::new(ByService::default()));
+        let slices_by = Arc::new(Mutex::new(ByService::default()));
         let imports = reflect(
             "ServiceImport (imported)",
             Api::all(client.clone()),
             ours.clone(),
-            touched.clone(),
+            (touched.clone(), None),
             |o: &crd::ServiceImport| key_by_name(o).map(Touched::Key),
             cancel,
         );
@@ -117,7 +126,7 @@ impl Stores {
             "Service (imported)",
             Api::all(client.clone()),
             ours,
-            touched.clone(),
+            (touched.clone(), Some(services_by.clone())),
             |o: &Service| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
@@ -125,7 +134,7 @@ impl Stores {
             "EndpointSlice (imported)",
             Api::all(client.clone()),
             slices_ours,
-            touched.clone(),
+            (touched.clone(), Some(slices_by.clone())),
             |o: &EndpointSlice| Some(key_by_label(o).map_or(Touched::Unlabelled, Touched::Key)),
             cancel,
         );
@@ -133,11 +142,11 @@ impl Stores {
             "Namespace",
             Api::all(client.clone()),
             watcher::Config::default(),
-            touched,
+            (touched, None),
             |o: &PartialObjectMeta<Namespace>| o.meta().name.clone().map(Touched::Namespace),
             cancel,
         );
-        Stores { imports, services, slices, namespaces }
+        Stores { imports, services, slices, namespaces, services_by, slices_by }
     }
 
     /// Waits until every reflector has listed once.
@@ -174,8 +183,8 @@ impl Stores {
     pub fn keys(&self) -> BTreeSet<Key> {
         let mut keys: BTreeSet<Key> =
             self.imports.state().iter().filter_map(|o| key_by_name(o.as_ref())).collect();
-        keys.extend(self.services.state().iter().filter_map(|o| key_by_label(o.as_ref())));
-        keys.extend(self.slices.state().iter().filter_map(|o| key_by_label(o.as_ref())));
+        keys.extend(locked(&self.services_by).keys().cloned());
+        keys.extend(locked(&self.slices_by).keys().cloned());
         keys
     }
 
@@ -192,23 +201,37 @@ impl Stores {
         self.imports.state()
     }
 
+    /// Our slices of `key`, from the index (and so no pass over every
+    /// slice); each still carries the label, as the store holds it now.
     fn slices_of(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
-        self.slices.state_filter(|o| belongs(o, key))
+        let names = locked(&self.slices_by).names(key);
+        names
+            .iter()
+            .filter_map(|n| self.slice(&key.0, n))
+            .filter(|o| belongs(o.as_ref(), key))
+            .collect()
     }
 
+    /// Our Services of `key`, as [`Self::slices_of`].
     fn services_of(&self, key: &Key) -> Vec<Arc<Service>> {
-        self.services.state_filter(|o| belongs(o, key))
+        let names = locked(&self.services_by).names(key);
+        names
+            .iter()
+            .filter_map(|n| self.service(&key.0, n))
+            .filter(|o| belongs(o.as_ref(), key))
+            .collect()
     }
 }
 
 /// Runs a reflector of `api` (the watch `name`, for readiness) into a new
-/// store, sending `touched(obj)` for each applied or deleted object and
-/// `All` after each re-list.
+/// store, keeping `index` (if any) in step with it, and sending
+/// `touched(obj)` for each applied or deleted object and `All` after each
+/// re-list, once the store and the index hold it.
 fn reflect<K>(
     name: &'static str,
     api: Api<K>,
     config: watcher::Config,
-    tx: mpsc::UnboundedSender<Touched>,
+    (tx, index): (mpsc::UnboundedSender<Touched>, Option<Arc<Mutex<ByService>>>),
     touched: fn(&K) -> Option<Touched>,
     cancel: &CancellationToken,
 ) -> Store<K>
@@ -221,6 +244,7 @@ where
     let watch = crate::watch::tracked(name, watcher(api, config));
     let stream = reflector::reflector(writer, watch.default_backoff());
     let cancel = cancel.clone();
+    let stored = reader.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         let mut listed = false;
@@ -230,6 +254,17 @@ where
                 event = stream.next() => event,
             };
             let Some(event) = event else { return };
+            if let (Some(index), Ok(event)) = (&index, &event) {
+                let mut index = locked(index);
+                match event {
+                    watcher::Event::Apply(o) => index.apply(o),
+                    watcher::Event::Delete(o) => index.delete(o),
+                    watcher::Event::InitDone => {
+                        index.rebuild(stored.state().iter().map(|o| o.as_ref()))
+                    }
+                    watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                }
+            }
             let send = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => touched(&o),
                 Ok(watcher::Event::InitDone) if listed => Some(Touched::All),

@@ -23,6 +23,7 @@
 pub mod apply;
 pub mod diff;
 pub mod hold;
+pub mod index;
 pub mod plan;
 
 use crate::Context;

@@ -308,6 +308,9 @@ fn policy_name(policy: TrafficPolicy) -> &'static str {
     }
 }
 
+/// An imported service: (namespace, name).
+pub type Key = (String, String);
+
 /// The owner reference to the ServiceImport `name` with `uid`, put on the
 /// slices so that deleting the import removes them. The derived Service
 /// has none: it is created before the ServiceImport, whose `spec.ips` are
