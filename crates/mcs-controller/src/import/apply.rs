@@ -16,7 +16,7 @@
 //! and cannot be created stops the slices, which it would own.
 
 use super::diff;
-use super::index::ByService;
+use super::index::{ByService, belongs, key_by_label};
 use super::plan::{self, Observed, RegistryState};
 use crate::crd::{self, ServiceImportStatus};
 use crate::metrics::{IMPORT_OBJECTS_DELETED, IMPORT_OBJECTS_WRITTEN};
@@ -83,19 +83,6 @@ impl Debug for Stores {
 
 fn managed_by_selector() -> String {
     format!("{}={MANAGED_BY}", plan::MANAGED_BY_LABEL)
-}
-
-fn key_by_label<K: Resource>(obj: &K) -> Option<Key> {
-    let name = obj.labels().get(plan::SERVICE_NAME_LABEL)?;
-    Some((obj.namespace()?, name.clone()))
-}
-
-/// Whether `obj` belongs to the service `key` by its label: what
-/// [`key_by_label`] says, without allocating a key per object looked at
-/// (each sync looks at every object of ours: issue 27 item 9).
-fn belongs<K: Resource>(obj: &K, key: &Key) -> bool {
-    obj.meta().namespace.as_deref() == Some(key.0.as_str())
-        && obj.labels().get(plan::SERVICE_NAME_LABEL).is_some_and(|n| *n == key.1)
 }
 
 fn key_by_name<K: Resource>(obj: &K) -> Option<Key> {
@@ -201,26 +188,29 @@ impl Stores {
         self.imports.state()
     }
 
-    /// Our slices of `key`, from the index (and so no pass over every
-    /// slice); each still carries the label, as the store holds it now.
     fn slices_of(&self, key: &Key) -> Vec<Arc<EndpointSlice>> {
-        let names = locked(&self.slices_by).names(key);
-        names
-            .iter()
-            .filter_map(|n| self.slice(&key.0, n))
-            .filter(|o| belongs(o.as_ref(), key))
-            .collect()
+        indexed(&self.slices, &self.slices_by, key)
     }
 
-    /// Our Services of `key`, as [`Self::slices_of`].
     fn services_of(&self, key: &Key) -> Vec<Arc<Service>> {
-        let names = locked(&self.services_by).names(key);
-        names
-            .iter()
-            .filter_map(|n| self.service(&key.0, n))
-            .filter(|o| belongs(o.as_ref(), key))
-            .collect()
+        indexed(&self.services, &self.services_by, key)
     }
+}
+
+/// Our objects of `key` in `store`, found through its `index` (no pass
+/// over every object); each still carries the label, as the store holds
+/// it now.
+fn indexed<K>(store: &Store<K>, index: &Mutex<ByService>, key: &Key) -> Vec<Arc<K>>
+where
+    K: Resource + reflector::Lookup + Clone + 'static,
+    <K as reflector::Lookup>::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let names = locked(index).names(key);
+    names
+        .iter()
+        .filter_map(|n| store.get(&ObjectRef::new(n).within(&key.0)))
+        .filter(|o| belongs(o.as_ref(), key))
+        .collect()
 }
 
 /// Runs a reflector of `api` (the watch `name`, for readiness) into a new
@@ -784,19 +774,7 @@ mod tests {
     }
 
     #[test]
-    fn objects_belong_to_the_service_their_label_names() {
-        let mut slice = EndpointSlice::default();
-        slice.metadata.namespace = Some("llm".into());
-        assert_eq!(key_by_label(&slice), None);
-        slice.metadata.labels =
-            Some([(plan::SERVICE_NAME_LABEL.to_owned(), "web".to_owned())].into());
-        assert_eq!(key_by_label(&slice), Some(("llm".to_owned(), "web".to_owned())));
-        let key = |ns: &str, name: &str| (ns.to_owned(), name.to_owned());
-        assert!(belongs(&slice, &key("llm", "web")));
-        assert!(!belongs(&slice, &key("llm", "api")), "another service");
-        assert!(!belongs(&slice, &key("other", "web")), "another namespace");
-        slice.metadata.namespace = None;
-        assert!(!belongs(&slice, &key("llm", "web")), "no namespace");
+    fn imports_are_keyed_by_their_name() {
         let mut si = crd::ServiceImport::new("web", crd::ServiceImportSpec::default());
         assert_eq!(key_by_name(&si), None, "no namespace, no key");
         si.metadata.namespace = Some("llm".into());

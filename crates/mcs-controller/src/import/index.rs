@@ -12,7 +12,7 @@
 //! the object whose event is about to wake it again.
 
 use super::plan::{Key, SERVICE_NAME_LABEL};
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use std::collections::{BTreeSet, HashMap};
 
 /// Object names per service, for one kind.
@@ -21,6 +21,19 @@ pub struct ByService {
     names: HashMap<Key, BTreeSet<String>>,
     /// (namespace, name) of each object indexed → its service.
     key_of: HashMap<(String, String), Key>,
+}
+
+/// The service `obj` belongs to: its label's, in its namespace.
+pub fn key_by_label<K: Resource>(obj: &K) -> Option<Key> {
+    let name = obj.labels().get(SERVICE_NAME_LABEL)?;
+    Some((obj.meta().namespace.clone()?, name.clone()))
+}
+
+/// Whether `obj` belongs to the service `key`: what [`key_by_label`] says,
+/// without allocating a key.
+pub fn belongs<K: Resource>(obj: &K, key: &Key) -> bool {
+    obj.meta().namespace.as_deref() == Some(key.0.as_str())
+        && obj.labels().get(SERVICE_NAME_LABEL).is_some_and(|n| *n == key.1)
 }
 
 /// `(namespace, name)` of `obj`, if it has both.
@@ -32,8 +45,7 @@ impl ByService {
     /// Records `obj` as it is now (its label may have moved it).
     pub fn apply<K: Resource>(&mut self, obj: &K) {
         let Some(id) = id(obj) else { return };
-        let key = obj.meta().labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
-        let key = key.map(|service| (id.0.clone(), service.clone()));
+        let key = key_by_label(obj);
         if self.key_of.get(&id) == key.as_ref() {
             return;
         }
@@ -100,6 +112,20 @@ mod tests {
 
     fn keys(index: &ByService) -> BTreeSet<Key> {
         index.keys().cloned().collect()
+    }
+
+    #[test]
+    fn objects_belong_to_the_service_their_label_names() {
+        let mut s = slice("llm", "web-0", None);
+        assert_eq!(key_by_label(&s), None);
+        s.metadata.labels = Some([(SERVICE_NAME_LABEL.to_owned(), "web".to_owned())].into());
+        assert_eq!(key_by_label(&s), Some(key("llm", "web")));
+        assert!(belongs(&s, &key("llm", "web")));
+        assert!(!belongs(&s, &key("llm", "api")), "another service");
+        assert!(!belongs(&s, &key("other", "web")), "another namespace");
+        s.metadata.namespace = None;
+        assert!(!belongs(&s, &key("llm", "web")), "no namespace");
+        assert_eq!(key_by_label(&s), None);
     }
 
     #[test]
