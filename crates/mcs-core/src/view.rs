@@ -31,6 +31,10 @@ pub struct Resync {
     /// Records the view held that the full read no longer has (deleted from
     /// storage by TTL or gc).
     pub dropped: usize,
+    /// Records the view held that no item holds any more while the read
+    /// holds an older version of their key, replaced by it (the newer
+    /// items deleted by TTL).
+    pub retired: usize,
 }
 
 /// What one read of stored lease ends covered ([`View::confirm_leases`],
@@ -280,6 +284,13 @@ impl View {
         {
             return false;
         }
+        self.take(record, now_ms);
+        true
+    }
+
+    /// Makes `record` the winner of its key, learned at `now_ms`, whatever
+    /// the view held.
+    fn take(&mut self, record: Record, now_ms: u64) {
         let key = record.key.clone();
         self.learned_at.insert(key.clone(), now_ms);
         self.raised.remove(&key);
@@ -288,7 +299,6 @@ impl View {
             self.forget_deadline(&old);
         }
         self.refresh(&key, now_ms);
-        true
     }
 
     /// Expires every lease whose deadline (expiry plus skew allowance) is at
@@ -430,30 +440,57 @@ impl View {
     /// after the read began. A write acknowledged while the read was under
     /// way may have landed behind the scan although its `changed_at` (the
     /// registrar's clock before the write) is earlier: it is kept.
+    ///
+    /// A held record no item holds any more (TTL deleted it) while the read
+    /// holds older versions of its key gives way to the read's winner, under
+    /// the same condition: it is *retired* (docs/design.md §6, "Full
+    /// reads"). Kept, it would go on superseding what every other process,
+    /// which no longer holds it, serves.
     pub fn replace_all(
         &mut self,
         records: impl IntoIterator<Item = Record>,
         read_started_ms: u64,
         now_ms: u64,
     ) -> Resync {
-        let mut seen = HashSet::new();
+        // Per key read: whether an item holds the held version or a newer one.
+        let mut seen: HashMap<Key, bool> = HashMap::new();
+        // Per key read: the best record below the held version.
+        let mut below: HashMap<Key, Record> = HashMap::new();
         let mut result = Resync::default();
         for record in records {
-            seen.insert(record.key.clone());
+            let reaches = self.records.get(&record.key).is_none_or(|h| record.version >= h.version);
+            *seen.entry(record.key.clone()).or_default() |= reaches;
+            if !reaches {
+                self.offered.insert(ChangeStamp::of(&record));
+                match below.get(&record.key) {
+                    Some(best) if !record.supersedes(best) => {}
+                    _ => {
+                        below.insert(record.key.clone(), record);
+                    }
+                }
+                continue;
+            }
             if self.apply(record, now_ms) {
                 result.applied += 1;
             }
         }
+        let settled = |view: &Self, key: &Key, held: &Record| {
+            held.changed_at_ms < read_started_ms
+                && view.learned_at.get(key).is_none_or(|t| *t < read_started_ms)
+        };
         let gone: Vec<Key> = self
             .records
             .iter()
-            .filter(|(k, r)| {
-                !seen.contains(*k)
-                    && r.changed_at_ms < read_started_ms
-                    && self.learned_at.get(*k).is_none_or(|t| *t < read_started_ms)
-            })
+            .filter(|(k, r)| !seen.contains_key(*k) && settled(self, k, r))
             .map(|(k, _)| k.clone())
             .collect();
+        for (key, record) in below {
+            if seen[&key] || !settled(self, &key, &self.records[&key]) {
+                continue;
+            }
+            self.take(record, now_ms);
+            result.retired += 1;
+        }
         for key in gone {
             self.learned_at.remove(&key);
             self.renewals.remove(&key);

@@ -223,8 +223,12 @@ impl Reader {
                     "full read found records the delta polls missed; consider a longer --lookback-ms"
                 );
             }
-            if resync.dropped > 0 {
-                tracing::debug!(dropped = resync.dropped, "records gone from storage");
+            if resync.dropped > 0 || resync.retired > 0 {
+                tracing::debug!(
+                    dropped = resync.dropped,
+                    retired = resync.retired,
+                    "records gone from storage (retired: an older version of the key read instead)"
+                );
             }
             self.last_full_ms = Some(read_started_ms);
             self.full_failures = 0;

@@ -427,3 +427,73 @@ async fn an_export_withdrawn_through_another_process_stays_withdrawn_after_ttl()
     let stored = mcs_store::Store::get(&store, &key).await.unwrap();
     assert!(stored.as_ref().is_some_and(mcs_core::Record::is_tombstone), "stored: {stored:?}");
 }
+
+/// Issue 22 (found by mcs-sim: `Rules::BROKEN_KEEPS_RETIRED`): once TTL
+/// has deleted every item of a pool, a process that still holds its last
+/// record (lapsed, of a generation its relay sent ahead of the clocks)
+/// serves a new incarnation's registration through another process, which
+/// gets a generation of that process's clock, lower. Before
+/// `View::replace_all` retired such records, the first process kept the
+/// old one as the key's winner through every full read and served no pool,
+/// while the second served it: they disagreed until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_ttl_deleted_gives_way_to_a_new_registration_in_every_process() {
+    let Some(endpoint) = dynamo::dynamodb_endpoint() else { return };
+    let table = dynamo::fresh_table(&endpoint, "ttl-retired").await;
+    let mut args = dynamo::registry_args(&endpoint, &table);
+    args.extend(
+        ["--refresh-interval-ms", "200", "--full-resync-interval-secs", "1"].map(str::to_owned),
+    );
+    let first = RegistryProcess::start(REGISTRY, &args).await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let api1 = first.api_url().to_owned();
+    let pools = async |api: &str| get_list(&http, api, "pools").await;
+
+    // The old relay's own generation, 100 s ahead of every clock here.
+    let now_ms = u64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+    )
+    .unwrap();
+    let ahead = (now_ms + 100_000) << 16;
+    let old = fixtures::with(
+        fixtures::pool("us-east-1a", "llama", 2),
+        json!({"incarnation": "relay-old", "generation": ahead,
+               "lease": {"duration_secs": 2, "heartbeat_interval_secs": 1}}),
+    );
+    let reply = http.post(format!("{api1}/v1/pools")).json(&old).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+    assert_eq!(pools(&api1).await["pools"].as_array().unwrap().len(), 1);
+    eventually(Duration::from_secs(10), "the old lease lapses", async || {
+        pools(&api1).await["pools"].as_array().unwrap().is_empty()
+    })
+    .await;
+    let deleted = dynamo::emulate_ttl(&endpoint, dynamo::REGION, &table, dynamo::TEN_DAYS).await;
+    assert_eq!(deleted, 1, "TTL deleted the lapsed pool");
+
+    // A fresh process holds nothing of the key: the new incarnation's
+    // registration gets that process's own generation, below the old one.
+    let second = RegistryProcess::start(REGISTRY, &args).await;
+    let api2 = second.api_url().to_owned();
+    let new = fixtures::with(
+        fixtures::pool("us-east-1a", "llama", 3),
+        json!({"incarnation": "relay-new"}),
+    );
+    let reply = http.post(format!("{api2}/v1/pools")).json(&new).send().await.unwrap();
+    assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+    let written: Value = reply.json().await.unwrap();
+    assert!(written["generation"].as_u64().unwrap() < ahead, "{written}");
+
+    let full = r#"mcs_reader_polls_total{mode="full",outcome="ok"}"#;
+    let before = first.metric(&http, full).await;
+    eventually(Duration::from_secs(10), "a full read of the first process", async || {
+        first.metric(&http, full).await > before
+    })
+    .await;
+    eventually(Duration::from_secs(10), "both processes serve the new registration", async || {
+        let (one, two) = (pools(&api1).await, pools(&api2).await);
+        one["pools"].as_array().unwrap().len() == 1 && one["fingerprint"] == two["fingerprint"]
+    })
+    .await;
+    let served = pools(&api1).await;
+    assert_eq!(served["pools"][0]["capacity"]["workers"], json!(3), "{served}");
+}

@@ -3,9 +3,9 @@
 //! the first two failures.
 //!
 //! ```text
-//!  RULES=real|changed_at|supersedes|broken_ttl
+//!  RULES=real|changed_at|supersedes|broken_ttl|keeps_retired
 //!  KNOBS=drift,stored_only,strict,strict_lease_bound,strict_renewals,no_recheck,reach_lookback,reach_watermark,
-//!        never_confirm,uncapped,no_ttl,strict_ttl_sweeps,strict_retired
+//!        never_confirm,uncapped,no_ttl,strict_ttl_sweeps
 //!  RETENTION_MS=<n> (default 60,000)
 //!  MCS_SIM_SCHEDULES=<n> (default 2,000)  MCS_SIM_SEED=<n> (one seed)
 //!  cargo run --release -p mcs-sim --example explore
@@ -18,6 +18,7 @@ fn main() {
         Ok("changed_at") => Rules::CHANGED_AT_REPLICATION,
         Ok("supersedes") => Rules::SUPERSEDES_REPLICATION,
         Ok("broken_ttl") => Rules::BROKEN_TTL_AT_WITHDRAWN_LEASE_END,
+        Ok("keeps_retired") => Rules::BROKEN_KEEPS_RETIRED,
         _ => Rules::REAL,
     };
     let knobs_var = std::env::var("KNOBS").unwrap_or_default();
@@ -28,7 +29,6 @@ fn main() {
         strict_renewals: has("strict_renewals"),
         ttl: !has("no_ttl"),
         strict_ttl_sweeps: has("strict_ttl_sweeps"),
-        strict_retired: has("strict_retired"),
         knobs: Knobs {
             lease_drift: has("drift"),
             view_applies_stored_only: has("stored_only"),

@@ -73,17 +73,18 @@
 //! it would be served again, whichever process reads it. The end-to-end
 //! invariants no longer expect what TTL retired (a sweep deleted it as its
 //! origin's latest image): a key whose newest acknowledged write, or
-//! withdrawal, was retired may end with an older, dead record, or none. A
-//! view that still holds a retired record as the winner over the replicas'
-//! dead one serves the same and is let off invariant 1; over a live one
-//! of a lower version, it is a finding (`strict_retired`).
+//! withdrawal, was retired may end with an older, dead record, or none.
+//! Invariant 1 holds for every view: a full read replaces a held winner no
+//! item holds any more by the older version it reads (`Rules::retire`;
+//! without it, a view kept a retired record over a new incarnation's live
+//! one of a lower version: 66 of 10,000 schedules).
 
 use crate::params::EPOCH_MS;
 use crate::registrar::Process;
 use crate::relay::Relay;
 use crate::world::{Acks, Ttl, World, describe};
 use mcs_core::{Body, Key, Record, SectionKind, Version, View};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// An invariant of the registry's rules.
@@ -470,14 +471,6 @@ struct Quiescence {
     expected: BTreeMap<Key, Record>,
     t1: u64,
     t2: u64,
-    /// `(slot, key)` where the view holds a dead record TTL deleted from
-    /// the replicas as its winner, let off invariant 1 (see
-    /// [`Quiescence::retired_held`]).
-    retired_held: BTreeSet<(usize, Key)>,
-    /// Of those, the ones whose replicas' winner is live: the view does
-    /// not serve what the others serve (a finding; let off unless
-    /// `strict_retired`).
-    masking: BTreeSet<usize>,
 }
 
 impl Quiescence {
@@ -496,52 +489,7 @@ impl Quiescence {
             .max()
             .unwrap_or(t1)
             .max(t1);
-        Self { keys, expected, t1, t2, retired_held: BTreeSet::new(), masking: BTreeSet::new() }
-    }
-
-    /// Finds the views whose winner of a key is a record TTL retired from
-    /// the replicas: a full read does not drop a key it reads, and the
-    /// held record, of a higher version, beats what the replicas hold of
-    /// the key. A dead winner against a dead one serves the same, and is
-    /// let off; against a live one of a lower version written since (a
-    /// new incarnation's own generation), the view does not serve what the
-    /// others serve (`tests/known_issues.rs`), let off unless `strict`.
-    /// `LeftBehind` holds the case of a live record a retired tombstone
-    /// superseded. Returns how many views mask a live winner.
-    fn retired_held(
-        &mut self,
-        processes: &[(usize, &mut Process)],
-        ttl: &Ttl,
-        skew: u64,
-        strict: bool,
-    ) -> u64 {
-        for (slot, p) in processes {
-            for key in &self.keys {
-                let Some(held) = p.merged.get(key) else { continue };
-                if !ttl.retired(key, &held.version) || held.is_live(self.t1, skew) {
-                    continue;
-                }
-                let expected = self.expected.get(key);
-                if expected.is_some_and(|e| e.version >= held.version) {
-                    continue;
-                }
-                let masks = expected.is_some_and(|e| e.is_live(self.t1, skew));
-                if masks && strict {
-                    continue;
-                }
-                if masks {
-                    self.masking.insert(*slot);
-                }
-                self.retired_held.insert((*slot, key.clone()));
-            }
-        }
-        self.masking.len() as u64
-    }
-
-    /// Whether the view of `slot` masks a live winner by a retired record
-    /// (its sections are not compared).
-    fn masked(&self, slot: usize) -> bool {
-        self.masking.contains(&slot)
+        Self { keys, expected, t1, t2 }
     }
 }
 
@@ -551,8 +499,7 @@ impl Quiescence {
 /// of the violations reported.
 pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<(), Violation> {
     let skew = world.params.skew_allowance_ms;
-    let mut q = Quiescence::of(world);
-    let strict_retired = world.options.strict_retired;
+    let q = Quiescence::of(world);
     let (acks, relays, stored_leases) = (&world.acks, &world.relays, &world.stored_leases);
     let ttl = &world.ttl;
     let strict_bound = world.options.strict_lease_bound;
@@ -576,18 +523,12 @@ pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<()
             ended(key).newest_acknowledged_wins()?;
         }
     }
-    let masking = q.retired_held(&processes, ttl, skew, strict_retired);
     // Every view has just read the whole replica, so each holds the stored
     // lease of every winner: during the run a view holds lower bounds that
     // depend on when it polled, but a full read takes the stored ends.
     converged(&processes, &q, "T1 (leases live)", true, true, strict_bound)?;
     if strict_leases {
-        let mut compared: Vec<(usize, &mut Process)> = processes
-            .iter_mut()
-            .filter(|(slot, _)| !q.masked(*slot))
-            .map(|(s, p)| (*s, &mut **p))
-            .collect();
-        same_sections_at_every_deadline(&mut compared, q.t1)?;
+        same_sections_at_every_deadline(&mut processes, q.t1)?;
     }
     let view_only_images = processes
         .iter()
@@ -609,7 +550,6 @@ pub(crate) fn at_quiescence(world: &mut World, strict_leases: bool) -> Result<()
     world.stats.keys_compared += q.expected.len() as u64;
     world.stats.live_pools_compared += live_pools as u64;
     world.stats.final_tombstones += q.expected.values().filter(|r| r.is_tombstone()).count() as u64;
-    world.stats.retired_winner_masks_live += masking;
     Ok(())
 }
 
@@ -709,8 +649,7 @@ fn converged(
     sections: bool,
     strict_bound: bool,
 ) -> Result<(), Violation> {
-    // The first view that masks no live winner is the reference.
-    let first = processes.iter().find(|(slot, _)| !q.masked(*slot));
+    let first = processes.first();
     let reference = first.filter(|_| sections).map(|(slot, p)| (*slot, fingerprints(&p.view)));
     for (slot, p) in processes {
         for key in &q.keys {
@@ -719,8 +658,7 @@ fn converged(
             // `lease_bound` (a full read does not lower a lease end).
             let let_off = held.is_some_and(|r| p.missed.get(key) == Some(&r.version));
             let leases = leases && (strict_bound || !let_off);
-            let retired = q.retired_held.contains(&(*slot, key.clone()));
-            let same = retired || same_winner(held, q.expected.get(key), leases);
+            let same = same_winner(held, q.expected.get(key), leases);
             if !same || p.view.record(key) != held {
                 return violation(
                     Invariant::Converged,
@@ -733,7 +671,7 @@ fn converged(
                 );
             }
         }
-        let Some((first_slot, reference)) = reference.as_ref().filter(|_| !q.masked(*slot)) else {
+        let Some((first_slot, reference)) = reference.as_ref() else {
             continue;
         };
         same_sections(reference, *first_slot, &p.view, *slot, at)?;

@@ -382,9 +382,15 @@ impl Process {
         self.watermark_ms = now;
         let resync = self.view.replace_all(records.clone(), now, now);
         stats.records_dropped += resync.dropped as u64;
+        stats.records_retired += resync.retired as u64;
         let mut seen = BTreeSet::new();
+        // The read's winner of each key, by the merge rule.
+        let mut read: BTreeMap<Key, Record> = BTreeMap::new();
         for record in records {
             seen.insert(record.key.clone());
+            if read.get(&record.key).is_none_or(|best| (rules.merge)(&record, best)) {
+                read.insert(record.key.clone(), record.clone());
+            }
             raise(&mut self.known, &record.key, &record.version);
             if record.is_tombstone() {
                 raise(&mut self.known_tombstone, &record.key, &record.version);
@@ -396,6 +402,16 @@ impl Process {
             }
         }
         self.merged.retain(|k, r| seen.contains(k) || r.changed_at_ms >= now);
+        if rules.retire {
+            for (key, best) in read {
+                if let Some(held) = self.merged.get_mut(&key)
+                    && held.version > best.version
+                    && held.changed_at_ms < now
+                {
+                    *held = best;
+                }
+            }
+        }
         let keys: Vec<Key> = self.merged.keys().chain(seen.iter()).cloned().collect();
         self.sync(keys.iter(), now, stats);
         let merged = &self.merged;

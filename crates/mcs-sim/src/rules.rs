@@ -6,6 +6,7 @@
 //!  replicator ─ replica rule ─► the same item in other regions  (Rules::replica)
 //!  reader ───── merge rule ───► one winner per key in the view   (Rules::merge)
 //!  TTL sweep ── ttl rule ─────► which items a replica deletes    (Rules::ttl)
+//!  full read ── retire rule ──► a held winner no item holds      (Rules::retire)
 //! ```
 //!
 //! [`Rules::REAL`] is what the system runs: [`mcs_core::decide`] (with
@@ -47,6 +48,10 @@ pub struct Rules {
     pub replica: ReplicaRule,
     /// The stored `ttl`.
     pub ttl: TtlRule,
+    /// Whether a full read replaces a held winner that no item of its key
+    /// holds any more by the older version it reads
+    /// ([`mcs_core::View::replace_all`]).
+    pub retire: bool,
 }
 
 impl Rules {
@@ -60,6 +65,7 @@ impl Rules {
         merge: supersedes,
         replica: lww_by_commit,
         ttl: stored_ttl,
+        retire: true,
     };
 
     /// The rules of mcs-core with replicas that settle an item by
@@ -110,6 +116,16 @@ impl Rules {
     pub const BROKEN_TTL_AT_WITHDRAWN_LEASE_END: Rules = Rules {
         name: "broken: a tombstone's ttl is the withdrawn lease's end, without retention",
         ttl: ttl_at_withdrawn_lease_end,
+        ..Rules::REAL
+    };
+
+    /// BROKEN on purpose: a full read that keeps a held winner TTL deleted
+    /// from the replica, as the view did before issue 22: a new incarnation
+    /// registering with its own lower generation is then not served by the
+    /// processes that held the old record, while the others serve it.
+    pub const BROKEN_KEEPS_RETIRED: Rules = Rules {
+        name: "broken: a full read keeps a winner no item holds",
+        retire: false,
         ..Rules::REAL
     };
 

@@ -122,6 +122,9 @@ stats! {
     view_rebuilds,
     /// Records full reads dropped from a view (only after TTL deleted them).
     records_dropped,
+    /// Winners a full read replaced by an older version it read, no item
+    /// holding theirs any more (TTL deleted it: `View::replace_all`).
+    records_retired,
     /// TTL sweeps of a replica.
     ttl_sweeps,
     /// Items TTL sweeps deleted (their `ttl` had passed in that replica).
@@ -146,12 +149,6 @@ stats! {
     /// Deliveries refused because the replica deleted the item after the
     /// origin stored the image.
     deliveries_refused_by_delete,
-    /// Views that, at quiescence, held as a key's winner a dead record TTL
-    /// had deleted from the replicas, over the replicas' live winner of a
-    /// lower version written since (a new incarnation's own generation):
-    /// they do not serve what the others serve. Let off invariant 1 unless
-    /// `strict_retired` (`tests/known_issues.rs`).
-    retired_winner_masks_live,
     /// Times a replica's winner of a key was an older leased item that a
     /// tombstone TTL took from it had superseded, lapsed as invariant
     /// `LeftBehind` requires.

@@ -97,11 +97,6 @@ pub struct Options {
     /// newer write in every replica. Off by default, counting such images
     /// in `ttl_deletes_of_stale_images` instead (`tests/known_issues.rs`).
     pub strict_ttl_sweeps: bool,
-    /// Hold invariant 1 also for a view that holds, as a key's winner, a
-    /// dead record TTL deleted from the replicas over their live winner of
-    /// a lower version (counted in `retired_winner_masks_live`; off by
-    /// default, `tests/known_issues.rs`).
-    pub strict_retired: bool,
     /// Variations of the model.
     pub knobs: Knobs,
 }
@@ -116,7 +111,6 @@ impl Default for Options {
             strict_renewals: false,
             ttl: true,
             strict_ttl_sweeps: false,
-            strict_retired: false,
             knobs: Knobs::default(),
         }
     }

@@ -137,3 +137,20 @@ fn a_tombstone_ttl_without_the_retention_is_caught() {
     let without = run(failure.seed, Rules::BROKEN_TTL_AT_WITHDRAWN_LEASE_END, untouched);
     assert!(without.is_ok(), "seed {} fails without TTL events: {without:?}", failure.seed);
 }
+
+/// Issue 22 (found with TTL modelled, `known_issues.rs` until fixed): a
+/// full read that keeps a held winner no item holds any more. Once TTL has
+/// deleted every item of a key, a process that still held the last record
+/// (lapsed, of a high generation) kept it over a new incarnation's
+/// registration with its own lower generation, which every process that
+/// no longer held the key served: views disagree (invariant 1). The same
+/// schedule passes with the real full read, having retired the record.
+#[test]
+fn a_full_read_that_keeps_a_retired_winner_is_caught() {
+    let failure = hunt(Rules::BROKEN_KEEPS_RETIRED, Options::default(), 2_000);
+    eprintln!("caught:\n{failure}");
+    assert_eq!(failure.violation.invariant, Invariant::Converged, "{failure}");
+    let real = run(failure.seed, Rules::REAL, Options::default())
+        .unwrap_or_else(|f| panic!("seed {} fails with the real full read too: {f}", f.seed));
+    assert!(real.records_retired > 0, "nothing retired:\n{real}");
+}

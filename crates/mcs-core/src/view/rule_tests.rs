@@ -66,6 +66,66 @@ fn a_record_written_or_taken_as_the_full_read_began_survives_it() {
     assert_eq!(v.replace_all(Vec::new(), read_started, 2_000).dropped, 1, "both before");
 }
 
+/// Issue 22 (found by mcs-sim; its `Rules::BROKEN_KEEPS_RETIRED` is the
+/// rule before): a held record whose item TTL deleted gives way to the older version the read holds, so this
+/// process serves what a process that never held it serves. The held
+/// version read, or one newer, keeps it; so does one written or taken as
+/// the read began, as for a dropped key.
+#[test]
+fn a_record_no_item_holds_any_more_gives_way_to_the_older_one_read() {
+    let read_started = 100_000;
+    let retired = || write("old", 9, 1_000, LEASE);
+    let new = write("new", 3, 90_000, LEASE);
+    let mut v = View::new(SKEW);
+    v.apply(retired(), 1_000);
+    assert!(!v.apply(new.clone(), 90_000), "the held record supersedes the new one");
+    let result = v.replace_all(vec![new.clone()], read_started, read_started + 1);
+    assert_eq!(result, Resync { applied: 0, dropped: 0, retired: 1 });
+    assert_eq!(v.record(&new.key), Some(&new));
+    assert_eq!(v.pools().len(), 1, "the new registration is served");
+
+    // The held version still read, from any item, or a newer one: kept.
+    for also in [retired(), write("old", 10, 2_000, LEASE)] {
+        let mut v = View::new(SKEW);
+        v.apply(retired(), 1_000);
+        let kept = v.record(&new.key).cloned().unwrap();
+        let result = v.replace_all(vec![new.clone(), also.clone()], read_started, read_started);
+        assert_eq!(result.retired, 0, "{also:?}");
+        let winner = if also.version > kept.version { also } else { kept };
+        assert_eq!(v.record(&new.key), Some(&winner));
+    }
+    // Of two older versions read, the newer takes over.
+    let mut v = View::new(SKEW);
+    v.apply(retired(), 1_000);
+    let older = write("new", 2, 80_000, LEASE);
+    assert_eq!(
+        v.replace_all(vec![new.clone(), older.clone()], read_started, read_started).retired,
+        1
+    );
+    assert_eq!(v.record(&new.key), Some(&new));
+    let mut v = View::new(SKEW);
+    v.apply(retired(), 1_000);
+    assert_eq!(
+        v.replace_all(vec![older.clone(), new.clone()], read_started, read_started).retired,
+        1
+    );
+    assert_eq!(v.record(&new.key), Some(&new));
+    let stamps = [ChangeStamp::of(&older), ChangeStamp::of(&new)];
+    assert_eq!(v.unseen(&stamps).count(), 0, "the read offered both");
+
+    // Written, or taken, as the read began: it may have landed behind the scan.
+    let mut late = retired();
+    late.changed_at_ms = read_started;
+    let mut v = View::new(SKEW);
+    v.apply(late.clone(), 1_000);
+    assert_eq!(v.replace_all(vec![new.clone()], read_started, read_started).retired, 0);
+    assert_eq!(v.record(&new.key), Some(&late));
+    let mut v = View::new(SKEW);
+    v.apply(retired(), read_started);
+    assert_eq!(v.replace_all(vec![new.clone()], read_started, read_started).retired, 0);
+    assert_eq!(v.record(&new.key), Some(&retired()));
+}
+
 #[test]
 fn the_view_counts_every_record_it_holds_live_or_not() {
     let mut v = View::new(SKEW);

@@ -187,7 +187,7 @@ fn a_full_read_drops_what_storage_no_longer_holds() {
     }
     let missed = mk_pool("d", 1, "r", None, Some(90_000));
     let result = v.replace_all(vec![kept.clone(), missed], 1_500, 2_000);
-    assert_eq!(result, Resync { applied: 1, dropped: 1 });
+    assert_eq!(result, Resync { applied: 1, dropped: 1, retired: 0 });
     assert!(v.record(&deleted.key).is_none());
     assert!(v.record(&fresh.key).is_some(), "written after the read began: kept");
     assert_eq!(v.pools().len(), 3);
