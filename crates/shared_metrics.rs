@@ -14,6 +14,32 @@ fn process() -> &'static metrics_process::Collector {
     COLLECTOR.get_or_init(metrics_process::Collector::default)
 }
 
+/// What kind of series a metric is, for [`describe`].
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// A metric described at startup: its kind, name, unit (if any) and help.
+pub type Described = (Kind, &'static str, Option<metrics::Unit>, &'static str);
+
+/// Describes each of `described` to the recorder.
+pub fn describe(described: &[Described]) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    for &(kind, name, unit, help) in described {
+        match (kind, unit) {
+            (Kind::Counter, Some(unit)) => describe_counter!(name, unit, help),
+            (Kind::Counter, None) => describe_counter!(name, help),
+            (Kind::Gauge, Some(unit)) => describe_gauge!(name, unit, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Histogram, Some(unit)) => describe_histogram!(name, unit, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+        }
+    }
+}
+
 /// Reads the process series; call before each render.
 pub fn collect_process() {
     process().collect();

@@ -514,11 +514,7 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
         "poolDiscovery.routerService=gr",
         "poolDiscovery.routerPortName=http",
     ];
-    let mut args = vec!["upgrade", "reg", registry_chart, "-n", "mcs"];
-    for v in &upgrade {
-        args.extend(["--set", v]);
-    }
-    helm.ok("helm", &args, Some(kubeconfig), None);
+    helm.release(kubeconfig, &["upgrade", "reg", registry_chart, "-n", "mcs"], &upgrade);
     let d = deployments.get("reg-mcs-registry").await.expect("the registry Deployment");
     let a = args_of(&d);
     for flag in [
@@ -544,11 +540,8 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
     .await;
 
     // The controller: CRDs from crds/, its ClusterRole, two replicas.
-    let mut args = vec!["install", "ctl", controller_chart, "-n", "mcs", "--set", "clusterId=east"];
-    for v in CONTROLLER_MIN {
-        args.extend(["--set", v]);
-    }
-    helm.ok("helm", &args, Some(kubeconfig), None);
+    let values = [&["clusterId=east"], CONTROLLER_MIN].concat();
+    helm.release(kubeconfig, &["install", "ctl", controller_chart, "-n", "mcs"], &values);
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
     for name in ["serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"] {
         crds.get(name).await.unwrap_or_else(|e| panic!("CRD {name}: {e}"));
@@ -562,9 +555,11 @@ async fn install_upgrade_and_uninstall_create_change_and_remove_the_objects() {
     Api::<ClusterRoleBinding>::all(kube.clone()).get("ctl-mcs-controller").await.expect("binding");
     pdbs.get("ctl-mcs-controller").await.expect("a PDB for two replicas");
 
-    let mut args = vec!["upgrade", "ctl", controller_chart, "-n", "mcs", "--reuse-values"];
-    args.extend(["--set", "replicaCount=1", "--set", "autoExport.enabled=true"]);
-    helm.ok("helm", &args, Some(kubeconfig), None);
+    helm.release(
+        kubeconfig,
+        &["upgrade", "ctl", controller_chart, "-n", "mcs", "--reuse-values"],
+        &["replicaCount=1", "autoExport.enabled=true"],
+    );
     let d = deployments.get("ctl-mcs-controller").await.expect("the controller Deployment");
     assert_eq!(replicas_of(&d), Some(1));
     let selector = "--auto-export-selector=multicluster.x-k8s.io/export=true".to_owned();
@@ -598,24 +593,10 @@ async fn the_controller_as_its_chart_deploys_it_registers_with_a_registry() {
     let kube = env.client().await;
     let dir = chart_dir("mcs-controller");
     let url = format!("registryUrl={}", registry.api_url());
-    helm.ok(
-        "helm",
-        &[
-            "install",
-            "ctl",
-            dir.to_str().expect("utf-8"),
-            "-n",
-            "mcs-system",
-            "--create-namespace",
-            "--set",
-            &url,
-            "--set",
-            "registryAllowInsecureHttp=true",
-            "--set",
-            "clusterId=east",
-        ],
-        Some(kubeconfig),
-        None,
+    helm.release(
+        kubeconfig,
+        &["install", "ctl", dir.to_str().expect("utf-8"), "-n", "mcs-system", "--create-namespace"],
+        &[&url, "registryAllowInsecureHttp=true", "clusterId=east"],
     );
 
     // The Deployment as installed: its flags, its environment (the
@@ -780,25 +761,15 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
 
     // The registry chart: TLS, client CA from the same Secret, spiffe.
     let dir = chart_dir("mcs-registry");
-    helm.ok(
-        "helm",
+    helm.release(
+        kubeconfig,
+        &["install", "reg", dir.to_str().expect("utf-8"), "-n", "mcs"],
         &[
-            "install",
-            "reg",
-            dir.to_str().expect("utf-8"),
-            "-n",
-            "mcs",
-            "--set",
             "tls.secretName=mcs-registry-tls",
-            "--set",
             "tls.clientCa.secretName=mcs-registry-tls",
-            "--set",
             "authz.mode=spiffe",
-            "--set",
             "authz.spiffeTrustDomain=example.org",
         ],
-        Some(kubeconfig),
-        None,
     );
     let deployment = installed_deployment(&kube, "mcs", "reg-mcs-registry").await;
     let mounts = materialize_mounts(&kube, "mcs", &deployment, &files.path("registry")).await;
@@ -816,25 +787,15 @@ async fn over_mtls_with_spiffe_authz_the_charts_controller_registers_with_the_ch
     // The controller chart: https, the CA from the ConfigMap, the client
     // certificate from the Secret.
     let dir = chart_dir("mcs-controller");
-    helm.ok(
-        "helm",
+    helm.release(
+        kubeconfig,
+        &["install", "ctl", dir.to_str().expect("utf-8"), "-n", "mcs-system"],
         &[
-            "install",
-            "ctl",
-            dir.to_str().expect("utf-8"),
-            "-n",
-            "mcs-system",
-            "--set",
             &format!("registryUrl={url}"),
-            "--set",
             "registryTlsCa.configMapName=mcs-registry-ca",
-            "--set",
             "registryClientCert.secretName=mcs-controller-east",
-            "--set",
             "clusterId=east",
         ],
-        Some(kubeconfig),
-        None,
     );
     let deployment = installed_deployment(&kube, "mcs-system", "ctl-mcs-controller").await;
     let mounts =

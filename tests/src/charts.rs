@@ -110,6 +110,16 @@ impl Helm {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `helm ARGS --set VALUE...` (an install or upgrade) on `kubeconfig`,
+    /// panicking with its output unless it succeeds; its stdout.
+    pub fn release(&self, kubeconfig: &Path, args: &[&str], values: &[&str]) -> String {
+        let mut all = args.to_vec();
+        for value in values {
+            all.extend(["--set", value]);
+        }
+        self.ok("helm", &all, Some(kubeconfig), None)
+    }
+
     /// `helm template` of chart `chart` with `--set`-style `values`
     /// (`key=value`, `--set-json` when the value starts with `{` or `[`).
     pub fn template(&self, chart: &str, namespace: &str, values: &[&str]) -> Vec<Value> {

@@ -521,6 +521,89 @@ impl Status {
     }
 }
 
+/// Documents for tests, here and in other crates (feature `fixtures`).
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures {
+    use super::*;
+
+    /// A healthy document: ready, complete, polled 500 ms ago, nothing held.
+    pub fn healthy() -> Status {
+        let label = |s: &str| Label::new(s).expect("a label");
+        Status {
+            process: ProcessStatus {
+                region: Some("us-east-1".into()),
+                storage: "memory".into(),
+                writer_id: "reg-a".into(),
+                version: "0.1.0 (commit abc)".into(),
+                schema_version: 5,
+                uptime_secs: 60,
+                ready: true,
+                now_ms: 1_800_000_000_000,
+            },
+            view: ViewStatus {
+                complete: true,
+                incomplete_because: vec![],
+                sections: vec![SectionStatus {
+                    section: "pools".into(),
+                    items: 1,
+                    fingerprint: "f".into(),
+                }],
+            },
+            reader: ReaderStatus {
+                last_poll_age_ms: Some(500),
+                last_full_read_age_ms: Some(1_000),
+                last_poll: Some(PollKind::Delta),
+                failed_polls_in_a_row: 0,
+                storage_errors: vec![],
+                stale_after_ms: 30_000,
+                full_resync_interval_ms: 300_000,
+                table_missing: false,
+                table_schema_too_new: None,
+            },
+            clusters: vec![ClusterStatus {
+                cluster_id: label("east"),
+                incarnation: "c1".into(),
+                renewed_ms_ago: Some(2_000),
+                expires_in_ms: Some(29_000),
+                at_risk: false,
+                exports: 1,
+                conflicts: 0,
+                pools: 1,
+            }],
+            pools: PoolsStatus {
+                count: 1,
+                expiring_soon: 0,
+                per_cluster: vec![PoolGroup {
+                    cluster_id: label("east"),
+                    pools: 1,
+                    expiring_soon: 0,
+                }],
+            },
+            routers: LeasedStatus { count: 0, expiring_soon: 0 },
+            hold: HoldStatus {
+                active: false,
+                since_ms_ago: None,
+                held_leases: 0,
+                max_hold_ms: 30_000,
+            },
+            conflicts: vec![],
+            findings: vec![],
+        }
+    }
+
+    /// Service `namespace/name` exported by east and west, in conflict for
+    /// `reason`: "ports differ".
+    pub fn conflict(namespace: &str, name: &str, reason: &str) -> ConflictStatus {
+        let label = |s: &str| Label::new(s).expect("a label");
+        ConflictStatus {
+            namespace: label(namespace),
+            name: label(name),
+            clusters: vec![label("east"), label("west")],
+            reason: reason.into(),
+            message: "ports differ".into(),
+        }
+    }
+}
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;

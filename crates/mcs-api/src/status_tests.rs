@@ -4,65 +4,7 @@
 
 use super::*;
 use crate::testutil::{parse, round_trip};
-
-fn label(s: &str) -> Label {
-    Label::new(s).unwrap()
-}
-
-/// A healthy document: ready, complete, polled 500 ms ago, nothing held.
-fn healthy() -> Status {
-    Status {
-        process: ProcessStatus {
-            region: Some("us-east-1".into()),
-            storage: "memory".into(),
-            writer_id: "reg-a".into(),
-            version: "0.1.0 (commit abc)".into(),
-            schema_version: 5,
-            uptime_secs: 60,
-            ready: true,
-            now_ms: 1_800_000_000_000,
-        },
-        view: ViewStatus {
-            complete: true,
-            incomplete_because: vec![],
-            sections: vec![SectionStatus {
-                section: "pools".into(),
-                items: 1,
-                fingerprint: "f".into(),
-            }],
-        },
-        reader: ReaderStatus {
-            last_poll_age_ms: Some(500),
-            last_full_read_age_ms: Some(1_000),
-            last_poll: Some(PollKind::Delta),
-            failed_polls_in_a_row: 0,
-            storage_errors: vec![],
-            stale_after_ms: 30_000,
-            full_resync_interval_ms: 300_000,
-            table_missing: false,
-            table_schema_too_new: None,
-        },
-        clusters: vec![ClusterStatus {
-            cluster_id: label("east"),
-            incarnation: "c1".into(),
-            renewed_ms_ago: Some(2_000),
-            expires_in_ms: Some(29_000),
-            at_risk: false,
-            exports: 1,
-            conflicts: 0,
-            pools: 1,
-        }],
-        pools: PoolsStatus {
-            count: 1,
-            expiring_soon: 0,
-            per_cluster: vec![PoolGroup { cluster_id: label("east"), pools: 1, expiring_soon: 0 }],
-        },
-        routers: LeasedStatus { count: 0, expiring_soon: 0 },
-        hold: HoldStatus { active: false, since_ms_ago: None, held_leases: 0, max_hold_ms: 30_000 },
-        conflicts: vec![],
-        findings: vec![],
-    }
-}
+use fixtures::healthy;
 
 fn codes(status: &Status) -> Vec<&'static str> {
     let found = findings(status);
@@ -213,13 +155,7 @@ fn leases_at_risk_are_counted_over_pools_routers_and_clusters() {
 #[test]
 fn each_conflicting_service_is_a_warning_naming_its_clusters() {
     let mut status = healthy();
-    status.conflicts = vec![ConflictStatus {
-        namespace: label("shop"),
-        name: label("cart"),
-        clusters: vec![label("east"), label("west")],
-        reason: "ConflictingPorts".into(),
-        message: "ports differ".into(),
-    }];
+    status.conflicts = vec![fixtures::conflict("shop", "cart", "ConflictingPorts")];
     status.reader.table_missing = true;
     let found = findings(&status);
     assert_eq!(found.len(), 2);

@@ -273,9 +273,9 @@ mod tests {
 
     #[test]
     fn statuses_and_bodies_map_to_kinds() {
-        let invalid = Error::from_reply(
+        let reply = |status, body: &[u8]| Error::from_reply(status, None, body);
+        let invalid = reply(
             StatusCode::UNPROCESSABLE_ENTITY,
-            None,
             br#"{"error":"invalid_argument","message":"bad","field":"pool_key.namespace"}"#,
         );
         assert!(
@@ -283,18 +283,16 @@ mod tests {
             "{invalid:?}"
         );
         assert!(!invalid.is_retryable());
-        let owned = Error::from_reply(
+        let owned = reply(
             StatusCode::CONFLICT,
-            None,
             br#"{"error":"owned","message":"m","owner":"a","lease_until_ms":5}"#,
         );
         assert!(matches!(
             owned,
             Error::Conflict(Conflict::Owned { owner: Some(ref o), lease_until_ms: Some(5) }) if o == "a"
         ));
-        let stale = Error::from_reply(
+        let stale = reply(
             StatusCode::CONFLICT,
-            None,
             br#"{"error":"stale_generation","message":"m","stored_generation":7,"stored_writer":"w"}"#,
         );
         assert!(matches!(
@@ -310,17 +308,9 @@ mod tests {
         assert!(
             matches!(unavailable, Error::Unavailable { retry_after: Some(d), .. } if d.as_secs() == 2)
         );
-        assert!(matches!(
-            Error::from_reply(
-                StatusCode::FORBIDDEN,
-                None,
-                br#"{"error":"forbidden","message":"no"}"#
-            ),
-            Error::Forbidden { .. }
-        ));
-        assert!(matches!(
-            Error::from_reply(StatusCode::INTERNAL_SERVER_ERROR, None, b""),
-            Error::Server { .. }
-        ));
+        let forbidden = reply(StatusCode::FORBIDDEN, br#"{"error":"forbidden","message":"no"}"#);
+        assert!(matches!(forbidden, Error::Forbidden { .. }), "{forbidden:?}");
+        let server = reply(StatusCode::INTERNAL_SERVER_ERROR, b"");
+        assert!(matches!(server, Error::Server { .. }), "{server:?}");
     }
 }

@@ -416,27 +416,18 @@ mod tests {
     fn https_needs_a_ca_and_a_client_cert_needs_its_key() {
         let err = parse(&["--registry-url", "https://r:8443"]).unwrap_err();
         assert!(err.contains("--registry-ca-file"), "{err}");
-        let err = parse(&[
+        let with_cert = [
             "--registry-url",
             "https://r:8443",
             "--registry-ca-file",
             "/ca",
             "--registry-client-cert-file",
             "/c",
-        ])
-        .unwrap_err();
+        ];
+        let err = parse(&with_cert).unwrap_err();
         assert!(err.contains("--registry-client-key-file"), "{err}");
-        let config = parse(&[
-            "--registry-url",
-            "https://r:8443",
-            "--registry-ca-file",
-            "/ca",
-            "--registry-client-cert-file",
-            "/c",
-            "--registry-client-key-file",
-            "/k",
-        ])
-        .unwrap();
+        let config =
+            parse(&[&with_cert[..], &["--registry-client-key-file", "/k"]].concat()).unwrap();
         let tls = config.registry.tls.unwrap();
         assert_eq!(tls.client_identity, Some(("/c".into(), "/k".into())));
     }

@@ -2,7 +2,9 @@
 //! Prometheus recorder behind `/metrics`. docs/configuration.md lists every
 //! series.
 
-use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use crate::shared_metrics::Described;
+use crate::shared_metrics::Kind::{Counter, Gauge, Histogram};
+use metrics::Unit;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Reconciles, by controller (`export`, `auto_export`, `import`) and
@@ -60,59 +62,68 @@ pub const IMPORT_REMOVALS_HELD: &str = "mcs_controller_import_removals_held_tota
 /// 1 while the importer holds removals back.
 pub const IMPORT_REMOVAL_HOLD: &str = "mcs_controller_import_removal_hold";
 
+/// Every metric of this binary, described at startup.
+const DESCRIBED: &[Described] = &[
+    (Counter, RECONCILES, Some(Unit::Count), "Reconciles, by controller and outcome."),
+    (Counter, REGISTRY_CALLS, Some(Unit::Count), "Registry calls, by call and outcome."),
+    (Gauge, LEADER, None, "1 while this replica is the leader."),
+    (
+        Gauge,
+        CLUSTER_LEASE_AGE,
+        Some(Unit::Seconds),
+        "Seconds since the cluster's registry lease was last granted or renewed.",
+    ),
+    (Counter, CLUSTER_LEASE_LOSSES, Some(Unit::Count), "Cluster leases lost."),
+    (Counter, CLUSTER_REGISTRATIONS, Some(Unit::Count), "Cluster registrations."),
+    (
+        Counter,
+        UNDECODABLE_OBJECTS,
+        Some(Unit::Count),
+        "Objects a watch skipped because they do not decode, by kind.",
+    ),
+    (Gauge, BUILD_INFO, None, "Always 1; labels version and commit name the build."),
+    (Gauge, EXPORTS, Some(Unit::Count), "ServiceExports, by condition and status."),
+    (Counter, IMPORT_OBJECTS_WRITTEN, Some(Unit::Count), "Objects the importer wrote, by kind."),
+    (Counter, IMPORT_OBJECTS_DELETED, Some(Unit::Count), "Objects the importer deleted, by kind."),
+    (
+        Counter,
+        IMPORT_DRIFT_REPAIRS,
+        Some(Unit::Count),
+        "Objects the importer rewrote or deleted because someone else had changed its own.",
+    ),
+    (Gauge, IMPORT_SLICES, Some(Unit::Count), "EndpointSlices of an import."),
+    (Gauge, IMPORT_ENDPOINTS, Some(Unit::Count), "Endpoints across an import's slices."),
+    (Gauge, IMPORTS, Some(Unit::Count), "Imports by the status of their Ready condition."),
+    (
+        Histogram,
+        IMPORT_SYNC_SECONDS,
+        Some(Unit::Seconds),
+        "From a changed list of imports arriving to its objects written.",
+    ),
+    (
+        Counter,
+        IMPORT_NAMESPACE_MISSING,
+        Some(Unit::Count),
+        "Imports skipped because their namespace does not exist or is being deleted.",
+    ),
+    (
+        Gauge,
+        IMPORT_REGISTRY_AVAILABLE,
+        None,
+        "1 while the importer sees the registry reachable and its list complete.",
+    ),
+    (
+        Counter,
+        IMPORT_REMOVALS_HELD,
+        Some(Unit::Count),
+        "Removal holds begun: a complete list dropped half or more of the imports at once.",
+    ),
+    (Gauge, IMPORT_REMOVAL_HOLD, None, "1 while the importer holds removals back."),
+];
+
 /// Describes every metric (once, at startup).
 pub fn describe() {
-    describe_counter!(RECONCILES, Unit::Count, "Reconciles, by controller and outcome.");
-    describe_counter!(REGISTRY_CALLS, Unit::Count, "Registry calls, by call and outcome.");
-    describe_gauge!(LEADER, "1 while this replica is the leader.");
-    describe_gauge!(
-        CLUSTER_LEASE_AGE,
-        Unit::Seconds,
-        "Seconds since the cluster's registry lease was last granted or renewed."
-    );
-    describe_counter!(CLUSTER_LEASE_LOSSES, Unit::Count, "Cluster leases lost.");
-    describe_counter!(CLUSTER_REGISTRATIONS, Unit::Count, "Cluster registrations.");
-    describe_counter!(
-        UNDECODABLE_OBJECTS,
-        Unit::Count,
-        "Objects a watch skipped because they do not decode, by kind."
-    );
-    describe_gauge!(BUILD_INFO, "Always 1; labels version and commit name the build.");
-    describe_gauge!(EXPORTS, Unit::Count, "ServiceExports, by condition and status.");
-    describe_counter!(IMPORT_OBJECTS_WRITTEN, Unit::Count, "Objects the importer wrote, by kind.");
-    describe_counter!(
-        IMPORT_OBJECTS_DELETED,
-        Unit::Count,
-        "Objects the importer deleted, by kind."
-    );
-    describe_counter!(
-        IMPORT_DRIFT_REPAIRS,
-        Unit::Count,
-        "Objects the importer rewrote or deleted because someone else had changed its own."
-    );
-    describe_gauge!(IMPORT_SLICES, Unit::Count, "EndpointSlices of an import.");
-    describe_gauge!(IMPORT_ENDPOINTS, Unit::Count, "Endpoints across an import's slices.");
-    describe_gauge!(IMPORTS, Unit::Count, "Imports by the status of their Ready condition.");
-    describe_histogram!(
-        IMPORT_SYNC_SECONDS,
-        Unit::Seconds,
-        "From a changed list of imports arriving to its objects written."
-    );
-    describe_counter!(
-        IMPORT_NAMESPACE_MISSING,
-        Unit::Count,
-        "Imports skipped because their namespace does not exist or is being deleted."
-    );
-    describe_gauge!(
-        IMPORT_REGISTRY_AVAILABLE,
-        "1 while the importer sees the registry reachable and its list complete."
-    );
-    describe_counter!(
-        IMPORT_REMOVALS_HELD,
-        Unit::Count,
-        "Removal holds begun: a complete list dropped half or more of the imports at once."
-    );
-    describe_gauge!(IMPORT_REMOVAL_HOLD, "1 while the importer holds removals back.");
+    crate::shared_metrics::describe(DESCRIBED);
 }
 
 pub use crate::shared_metrics::collect_process;

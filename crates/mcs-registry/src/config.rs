@@ -258,7 +258,14 @@ pub struct Args {
     /// (`POST /v1/pools`), or the EndpointSlices that a Multi-Cluster
     /// Services implementation imports into this cluster, named the
     /// standard way (`mcs`) or Karmada's (`karmada`).
-    #[arg(long, env = "MCS_POOL_DISCOVERY", value_enum, default_value = "registrations")]
+    // Discovery from EndpointSlices needs the router's Service named.
+    #[arg(
+        long,
+        env = "MCS_POOL_DISCOVERY",
+        value_enum,
+        default_value = "registrations",
+        requires_ifs = ROUTER_FLAGS.iter().flat_map(|id| [("mcs", *id), ("karmada", *id)]),
+    )]
     pub pool_discovery: PoolDiscovery,
 
     /// TLS and authorization (issue 9).
@@ -266,31 +273,16 @@ pub struct Args {
     pub tls: crate::tls::TlsArgs,
 
     /// The namespace of the Global Router's Service.
-    #[arg(
-        long,
-        env = "MCS_ROUTER_NAMESPACE",
-        help_heading = DISCOVERY_HEADING,
-        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
-    )]
+    #[arg(long, env = "MCS_ROUTER_NAMESPACE", help_heading = DISCOVERY_HEADING)]
     pub router_namespace: Option<String>,
 
     /// The Global Router's Service, whose imported slices are the router
     /// replicas.
-    #[arg(
-        long,
-        env = "MCS_ROUTER_SERVICE",
-        help_heading = DISCOVERY_HEADING,
-        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
-    )]
+    #[arg(long, env = "MCS_ROUTER_SERVICE", help_heading = DISCOVERY_HEADING)]
     pub router_service: Option<String>,
 
     /// The name of the router Service's TCP port that routers are reached on.
-    #[arg(
-        long,
-        env = "MCS_ROUTER_PORT_NAME",
-        help_heading = DISCOVERY_HEADING,
-        required_if_eq_any = [("pool_discovery", "mcs"), ("pool_discovery", "karmada")],
-    )]
+    #[arg(long, env = "MCS_ROUTER_PORT_NAME", help_heading = DISCOVERY_HEADING)]
     pub router_port_name: Option<String>,
 
     /// Services named `<dgd>` followed by this suffix are PoolRelays, one
@@ -333,6 +325,9 @@ pub struct Args {
     #[arg(skip)]
     pub renamed: Vec<String>,
 }
+
+/// The flags `--pool-discovery mcs` and `karmada` require.
+const ROUTER_FLAGS: [&str; 3] = ["router_namespace", "router_service", "router_port_name"];
 
 /// The flags renamed to fit one vocabulary across the three binaries
 /// (docs/configuration.md, Flag names): the old names still work, hidden,
@@ -709,22 +704,22 @@ mod tests {
         assert_eq!((s.tls, s.spiffe_trust_domain), (None, None));
     }
 
+    /// Server TLS with client certificates, under `--authz spiffe`.
+    const SPIFFE: &[&str] = &[
+        "--tls-cert-file",
+        "c",
+        "--tls-key-file",
+        "k",
+        "--tls-client-ca-file",
+        "ca",
+        "--authz",
+        "spiffe",
+    ];
+
     #[test]
     fn tls_and_spiffe_flags_that_agree_are_accepted() {
-        let s = parse(&[
-            "--tls-cert-file",
-            "c",
-            "--tls-key-file",
-            "k",
-            "--tls-client-ca-file",
-            "ca",
-            "--authz",
-            "spiffe",
-            "--spiffe-trust-domain",
-            "example.org",
-            "--admin-tls",
-        ])
-        .unwrap();
+        let more = ["--spiffe-trust-domain", "example.org", "--admin-tls"];
+        let s = parse(&[SPIFFE, &more].concat()).unwrap();
         let tls = s.tls.unwrap();
         assert_eq!(tls.client_ca_path.as_deref(), Some(std::path::Path::new("ca")));
         assert!(tls.admin_tls);
@@ -829,34 +824,7 @@ mod tests {
             (&["--admin-tls"], "--admin-tls needs --tls-cert-file"),
             (&["--tls-handshake-timeout-secs", "0"], "--tls-handshake-timeout-secs"),
             (&["--authz", "spiffe"], "--authz spiffe needs --tls-client-ca-file"),
-            (
-                &[
-                    "--tls-cert-file",
-                    "c",
-                    "--tls-key-file",
-                    "k",
-                    "--tls-client-ca-file",
-                    "ca",
-                    "--authz",
-                    "spiffe",
-                ],
-                "--authz spiffe needs --spiffe-trust-domain",
-            ),
-            (
-                &[
-                    "--tls-cert-file",
-                    "c",
-                    "--tls-key-file",
-                    "k",
-                    "--tls-client-ca-file",
-                    "ca",
-                    "--authz",
-                    "spiffe",
-                    "--spiffe-trust-domain",
-                    "Ex/a",
-                ],
-                "--spiffe-trust-domain",
-            ),
+            (SPIFFE, "--authz spiffe needs --spiffe-trust-domain"),
             (
                 &["--spiffe-trust-domain", "example.org"],
                 "--spiffe-trust-domain needs --authz spiffe",
@@ -866,6 +834,8 @@ mod tests {
             let err = parse(argv).unwrap_err();
             assert!(err.contains(want), "{argv:?}: {err}");
         }
+        let err = parse(&[SPIFFE, &["--spiffe-trust-domain", "Ex/a"]].concat()).unwrap_err();
+        assert!(err.contains("--spiffe-trust-domain"), "{err}");
     }
 
     const DISCOVERY: [&str; 6] = mcs_testkit::fixtures::ROUTER_FLAGS;

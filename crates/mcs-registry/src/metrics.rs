@@ -2,7 +2,9 @@
 //! Prometheus recorder behind `/metrics`. docs/configuration.md lists every
 //! series; a test scrapes a started registry and checks the two agree.
 
-use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use crate::shared_metrics::Described;
+use crate::shared_metrics::Kind::{Counter, Gauge, Histogram};
+use metrics::Unit;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Requests answered, by route template, method and status.
@@ -105,49 +107,51 @@ pub fn install() -> PrometheusHandle {
     })
 }
 
-fn describe() {
-    describe_counter!(
-        HTTP_REQUESTS,
-        "HTTP requests answered, by route template, method and status"
-    );
-    describe_histogram!(HTTP_DURATION, Unit::Seconds, "HTTP request latency by route template");
-    describe_counter!(REGISTRAR_WRITES, "registrar writes by kind and outcome");
-    describe_gauge!(VIEW_ITEMS, "served items by section");
-    describe_gauge!(VIEW_RECORDS, "records held by the view, live or not");
-    describe_counter!(FINGERPRINT_CHANGES, "fingerprint changes by section");
-    describe_counter!(LEASE_EXPIRIES, "leases expired in the view by kind");
-    describe_gauge!(VIEW_COMPLETE, "1 while lists are complete");
-    describe_counter!(READER_POLLS, "reader polls by mode and outcome");
-    describe_histogram!(READER_POLL_DURATION, Unit::Seconds, "reader poll latency by mode");
-    describe_counter!(LATE_ARRIVALS, "records a full read found that delta polls missed");
-    describe_counter!(
+/// Every metric of this binary, described at startup.
+const DESCRIBED: &[Described] = &[
+    (Counter, HTTP_REQUESTS, None, "HTTP requests answered, by route template, method and status"),
+    (Histogram, HTTP_DURATION, Some(Unit::Seconds), "HTTP request latency by route template"),
+    (Counter, REGISTRAR_WRITES, None, "registrar writes by kind and outcome"),
+    (Gauge, VIEW_ITEMS, None, "served items by section"),
+    (Gauge, VIEW_RECORDS, None, "records held by the view, live or not"),
+    (Counter, FINGERPRINT_CHANGES, None, "fingerprint changes by section"),
+    (Counter, LEASE_EXPIRIES, None, "leases expired in the view by kind"),
+    (Gauge, VIEW_COMPLETE, None, "1 while lists are complete"),
+    (Counter, READER_POLLS, None, "reader polls by mode and outcome"),
+    (Histogram, READER_POLL_DURATION, Some(Unit::Seconds), "reader poll latency by mode"),
+    (Counter, LATE_ARRIVALS, None, "records a full read found that delta polls missed"),
+    (
+        Counter,
         LATE_CHANGES,
-        "writes behind a delta poll's window found by their change stamps and read by reaching back"
-    );
-    describe_counter!(LEASES_CONFIRMED, "leases confirmed by a read of lease ends, by how");
-    describe_gauge!(WATCHERS, "watches open: long-polls waiting and event streams");
-    describe_counter!(WATCH_LAGGED, "event streams ended because their watcher fell behind");
-    describe_gauge!(HTTP_CONNECTIONS, "connections served now, by listener");
-    describe_counter!(HTTP_REFUSED, "requests answered 503 past a cap, by reason");
-    describe_counter!(
+        None,
+        "writes behind a delta poll's window found by their change stamps and read by reaching back",
+    ),
+    (Counter, LEASES_CONFIRMED, None, "leases confirmed by a read of lease ends, by how"),
+    (Gauge, WATCHERS, None, "watches open: long-polls waiting and event streams"),
+    (Counter, WATCH_LAGGED, None, "event streams ended because their watcher fell behind"),
+    (Gauge, HTTP_CONNECTIONS, None, "connections served now, by listener"),
+    (Counter, HTTP_REFUSED, None, "requests answered 503 past a cap, by reason"),
+    (
+        Counter,
         HTTP_CONNECTION_TIMEOUTS,
-        "connections closed by a time bound, by listener and reason"
-    );
-    describe_counter!(EXPIRY_HOLDS, "mass-expiry holds begun");
-    describe_gauge!(EXPIRIES_HELD, "expiries held back now");
-    describe_histogram!(WATCH_DURATION, Unit::Seconds, "how long long-poll watches waited");
-    describe_gauge!(LAST_POLL_OK, Unit::Seconds, "unix time of the last successful poll");
-    describe_counter!(TLS_HANDSHAKES, "tls handshakes by listener and outcome");
-    describe_gauge!(
-        TLS_CERT_EXPIRY,
-        Unit::Seconds,
-        "notAfter of each loaded certificate, unix time"
-    );
-    describe_counter!(TLS_RELOAD_FAILURES, "changed certificate files that did not load");
-    describe_counter!(AUTHZ_DENIALS, "requests refused 403 by identity kind and route");
-    describe_counter!(DISCOVERY_ERRORS, "pool discovery's failed lists and watches by resource");
-    describe_gauge!(DISCOVERY_SKIPPED, "imported pools and router slices left out now");
-    describe_gauge!(BUILD_INFO, "1; labels name the version and git commit of the build");
+        None,
+        "connections closed by a time bound, by listener and reason",
+    ),
+    (Counter, EXPIRY_HOLDS, None, "mass-expiry holds begun"),
+    (Gauge, EXPIRIES_HELD, None, "expiries held back now"),
+    (Histogram, WATCH_DURATION, Some(Unit::Seconds), "how long long-poll watches waited"),
+    (Gauge, LAST_POLL_OK, Some(Unit::Seconds), "unix time of the last successful poll"),
+    (Counter, TLS_HANDSHAKES, None, "tls handshakes by listener and outcome"),
+    (Gauge, TLS_CERT_EXPIRY, Some(Unit::Seconds), "notAfter of each loaded certificate, unix time"),
+    (Counter, TLS_RELOAD_FAILURES, None, "changed certificate files that did not load"),
+    (Counter, AUTHZ_DENIALS, None, "requests refused 403 by identity kind and route"),
+    (Counter, DISCOVERY_ERRORS, None, "pool discovery's failed lists and watches by resource"),
+    (Gauge, DISCOVERY_SKIPPED, None, "imported pools and router slices left out now"),
+    (Gauge, BUILD_INFO, None, "1; labels name the version and git commit of the build"),
+];
+
+fn describe() {
+    crate::shared_metrics::describe(DESCRIBED);
 }
 
 /// Registers every counter whose labels are known in advance at zero, so

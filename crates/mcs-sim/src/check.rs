@@ -389,30 +389,25 @@ fn check_served(
             continue;
         };
         // What TTL retired is no longer newer than a new registration
-        // (`LeftBehind` holds what a retired tombstone superseded).
-        if let Some(known) = p.known.get(&relay.key)
-            && winner.version < *known
-            && !ttl.retired(&relay.key, known)
-        {
-            return violation(
-                Invariant::NoStaleServe,
-                format!(
-                    "registrar {slot} serves {} at {} although it has read the acknowledged {known}",
-                    relay.key, winner.version
-                ),
-            );
-        }
-        if let Some(tombstone) = p.known_tombstone.get(&relay.key)
-            && winner.version <= *tombstone
-            && !ttl.retired(&relay.key, tombstone)
-        {
-            return violation(
-                Invariant::NoStaleServe,
-                format!(
-                    "registrar {slot} serves {} at {} although it has read its withdrawal at {tombstone}",
-                    relay.key, winner.version
-                ),
-            );
+        // (`LeftBehind` holds what a retired tombstone superseded). A
+        // withdrawal read also hides its own version.
+        let read = [
+            (p.known.get(&relay.key), false, "the acknowledged"),
+            (p.known_tombstone.get(&relay.key), true, "its withdrawal at"),
+        ];
+        for (read, hides_its_own, what) in read {
+            if let Some(read) = read
+                && (winner.version < *read || hides_its_own && winner.version == *read)
+                && !ttl.retired(&relay.key, read)
+            {
+                return violation(
+                    Invariant::NoStaleServe,
+                    format!(
+                        "registrar {slot} serves {} at {} although it has read {what} {read}",
+                        relay.key, winner.version
+                    ),
+                );
+            }
         }
     }
     Ok(())

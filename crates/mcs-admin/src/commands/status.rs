@@ -196,77 +196,38 @@ pub(crate) fn report(status: &Status, colour: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcs_api::Label;
     use mcs_api::status::*;
 
+    /// mcs-api's healthy document, in a hold, with a conflict.
     fn status() -> Status {
-        let label = |s: &str| Label::new(s).unwrap();
-        let mut status = Status {
-            process: ProcessStatus {
-                region: None,
-                storage: "memory".into(),
-                writer_id: "reg-a".into(),
-                version: "0.1.0".into(),
-                schema_version: 5,
-                uptime_secs: 90,
-                ready: true,
-                now_ms: 0,
-            },
-            view: ViewStatus {
-                complete: false,
-                incomplete_because: vec![Incomplete::Hold],
-                sections: vec![SectionStatus {
-                    section: "pools".into(),
-                    items: 6,
-                    fingerprint: "f00".into(),
-                }],
-            },
-            reader: ReaderStatus {
-                last_poll_age_ms: Some(400),
-                last_full_read_age_ms: None,
-                last_poll: Some(PollKind::Delta),
-                failed_polls_in_a_row: 0,
-                storage_errors: vec![ErrorCount { kind: "unavailable".into(), count: 2 }],
-                stale_after_ms: 30_000,
-                full_resync_interval_ms: 300_000,
-                table_missing: false,
-                table_schema_too_new: None,
-            },
-            clusters: vec![ClusterStatus {
-                cluster_id: label("east"),
-                incarnation: "east-1".into(),
-                renewed_ms_ago: Some(3_000),
-                expires_in_ms: Some(28_000),
-                at_risk: true,
-                exports: 1,
-                conflicts: 1,
-                pools: 6,
-            }],
-            pools: PoolsStatus {
-                count: 6,
-                expiring_soon: 6,
-                per_cluster: vec![PoolGroup {
-                    cluster_id: label("east"),
-                    pools: 6,
-                    expiring_soon: 6,
-                }],
-            },
-            routers: LeasedStatus { count: 0, expiring_soon: 0 },
-            hold: HoldStatus {
-                active: true,
-                since_ms_ago: Some(4_000),
-                held_leases: 6,
-                max_hold_ms: 30_000,
-            },
-            conflicts: vec![ConflictStatus {
-                namespace: label("llm"),
-                name: label("web"),
-                clusters: vec![label("east"), label("west")],
-                reason: "PortConflict".into(),
-                message: "ports differ".into(),
-            }],
-            findings: vec![],
+        let mut status = fixtures::healthy();
+        status.process.region = None;
+        status.process.version = "0.1.0".into();
+        status.process.uptime_secs = 90;
+        status.process.now_ms = 0;
+        status.view.complete = false;
+        status.view.incomplete_because = vec![Incomplete::Hold];
+        status.view.sections[0].items = 6;
+        status.view.sections[0].fingerprint = "f00".into();
+        let reader = &mut status.reader;
+        reader.last_poll_age_ms = Some(400);
+        reader.last_full_read_age_ms = None;
+        reader.storage_errors = vec![ErrorCount { kind: "unavailable".into(), count: 2 }];
+        let cluster = &mut status.clusters[0];
+        cluster.incarnation = "east-1".into();
+        (cluster.renewed_ms_ago, cluster.expires_in_ms) = (Some(3_000), Some(28_000));
+        (cluster.at_risk, cluster.conflicts, cluster.pools) = (true, 1, 6);
+        status.pools.count = 6;
+        status.pools.expiring_soon = 6;
+        status.pools.per_cluster[0].pools = 6;
+        status.pools.per_cluster[0].expiring_soon = 6;
+        status.hold = HoldStatus {
+            active: true,
+            since_ms_ago: Some(4_000),
+            held_leases: 6,
+            max_hold_ms: 30_000,
         };
+        status.conflicts = vec![fixtures::conflict("llm", "web", "PortConflict")];
         status.findings = findings(&status);
         status
     }

@@ -39,29 +39,14 @@ async fn diff_of_equal_then_different_replicas() {
 
     let run = here.admin(&["diff", "--other-region", "eu-west-1"]).expect(1);
     assert!(run.stdout.ends_with("\ndifferent\n"), "{}", run.stdout);
-    assert!(
-        run.stdout.contains(&format!(
-            "pools    {}  only in {} (us-east-1)",
-            pool_id("delta"),
-            here.table
-        )),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(&format!(
-            "pools    {}  only in {} (eu-west-1)",
-            pool_id("gamma"),
-            here.table
-        )),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(&format!("pools    {}  different content", pool_id("alpha"))),
-        "{}",
-        run.stdout
-    );
+    for (pool, how) in [
+        ("delta", format!("only in {} (us-east-1)", here.table)),
+        ("gamma", format!("only in {} (eu-west-1)", here.table)),
+        ("alpha", "different content".to_owned()),
+    ] {
+        let line = format!("pools    {}  {how}", pool_id(pool));
+        assert!(run.stdout.contains(&line), "{line} in:\n{}", run.stdout);
+    }
 
     let json = here.admin(&["diff", "--other-region", "eu-west-1", "-o", "json"]).expect(1).json();
     assert_eq!(json["identical"], false);

@@ -50,9 +50,9 @@ async fn run(
     pool_path
 }
 
-/// A registry of `ca`'s server certificate under `--authz spiffe` in the
-/// trust domain `example.org`, trusting clients of `clients`.
-async fn start_spiffe(dir: &Dir, ca: &Ca, clients: &Ca) -> (RegistryProcess, String) {
+/// The flags of a registry of `ca`'s server certificate under `--authz
+/// spiffe` in the trust domain `example.org`, trusting clients of `clients`.
+fn spiffe_flags(dir: &Dir, ca: &Ca, clients: &Ca) -> Vec<String> {
     let mut flags = server_files(dir, &ca.server("server"));
     flags.extend(
         [
@@ -65,7 +65,12 @@ async fn start_spiffe(dir: &Dir, ca: &Ca, clients: &Ca) -> (RegistryProcess, Str
         ]
         .map(str::to_owned),
     );
-    start(&strs(&flags)).await
+    flags
+}
+
+/// A registry of [`spiffe_flags`].
+async fn start_spiffe(dir: &Dir, ca: &Ca, clients: &Ca) -> (RegistryProcess, String) {
+    start(&strs(&spiffe_flags(dir, ca, clients))).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -257,19 +262,8 @@ async fn the_status_document_and_page_are_reads_on_either_port() {
     let ca = Ca::new("ca");
     let clients = Ca::new("clients");
     let dir = Dir::new("authz-status");
-    let mut flags = server_files(&dir, &ca.server("server"));
-    flags.extend(
-        [
-            "--tls-client-ca-file",
-            &dir.write("clients.pem", &clients.pem()),
-            "--authz",
-            "spiffe",
-            "--spiffe-trust-domain",
-            "example.org",
-            "--admin-tls",
-        ]
-        .map(str::to_owned),
-    );
+    let mut flags = spiffe_flags(&dir, &ca, &clients);
+    flags.push("--admin-tls".to_owned());
     let registry = RegistryProcess::start_listening(REGISTRY, &strs(&flags)).await;
     let api = registry.api_url().strip_prefix("http://").unwrap().to_owned();
     let admin_port = registry.admin_url().strip_prefix("http://").unwrap().to_owned();

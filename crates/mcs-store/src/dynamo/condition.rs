@@ -55,6 +55,19 @@ pub(crate) struct Condition {
     pub(crate) values: HashMap<String, AttributeValue>,
 }
 
+/// Sets `condition` (a [`Condition`]) on an SDK request builder: PutItem,
+/// DeleteItem and UpdateItem take it alike but share no trait.
+macro_rules! conditioned {
+    ($request:expr, $condition:expr) => {{
+        let $crate::dynamo::condition::Condition { expression, names, values } = $condition;
+        $request
+            .condition_expression(expression)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+    }};
+}
+pub(crate) use conditioned;
+
 /// The condition under which `new` may overwrite what is stored, judged at
 /// `now_ms`. Every placeholder it declares is used (DynamoDB refuses unused
 /// ones).

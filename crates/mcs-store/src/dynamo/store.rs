@@ -152,16 +152,8 @@ impl DynamoStore {
             .into_iter()
             .filter_map(|name| stored.get(name).map(|v| (name.to_owned(), v.clone())))
             .collect();
-        let result = self
-            .client
-            .delete_item()
-            .table_name(&self.target.table)
-            .set_key(Some(key))
-            .condition_expression(condition.expression)
-            .set_expression_attribute_names(Some(condition.names))
-            .set_expression_attribute_values(Some(condition.values))
-            .send()
-            .await;
+        let request = self.client.delete_item().table_name(&self.target.table).set_key(Some(key));
+        let result = condition::conditioned!(request, condition).send().await;
         match result {
             Ok(_) => Ok(true),
             Err(e)
@@ -242,14 +234,8 @@ impl Store for DynamoStore {
         let item = item::encode(record, &self.origin, self.retention_ms)?;
         let condition = condition::for_write(record, now_ms);
         let started = Instant::now();
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.target.table)
-            .set_item(Some(item))
-            .condition_expression(condition.expression)
-            .set_expression_attribute_names(Some(condition.names))
-            .set_expression_attribute_values(Some(condition.values))
+        let request = self.client.put_item().table_name(&self.target.table).set_item(Some(item));
+        let result = condition::conditioned!(request, condition)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(CAPACITY)
             .send()
@@ -307,15 +293,14 @@ impl Store for DynamoStore {
             update.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
         let started = Instant::now();
-        let result = self
+        let condition = condition::Condition { expression: condition.expression, names, values };
+        let request = self
             .client
             .update_item()
             .table_name(&self.target.table)
             .set_key(Some(item::key_item(&record.key, &self.origin)))
-            .update_expression(update)
-            .condition_expression(condition.expression)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
+            .update_expression(update);
+        let result = condition::conditioned!(request, condition)
             .return_values(ReturnValue::AllNew)
             .return_consumed_capacity(CAPACITY)
             .send()

@@ -92,24 +92,31 @@ fn body(status: &Status, page: usize) -> Markup {
     }
 }
 
-fn findings(status: &Status) -> Markup {
+/// A section `id` headed `title (count)`: `none` when the count is 0, else
+/// `items`.
+fn counted(id: &str, title: &str, count: usize, none: &str, items: Markup) -> Markup {
+    let heading = format!("{id}-h");
     html! {
-        section id="findings" aria-labelledby="findings-h" {
-            h2 id="findings-h" { "Findings (" (status.findings.len()) ")" }
-            @if status.findings.is_empty() {
-                p class="ok" { "No findings: the registry serves complete lists and nothing needs an operator." }
-            } @else {
-                ul {
-                    @for finding in &status.findings {
-                        li class={ "finding " (finding.severity.as_str()) } data-code=(finding.code) {
-                            strong { (severity(finding.severity)) } " " (finding.message)
-                            " (runbook: " code { (finding.runbook) } ")"
-                        }
-                    }
+        section id=(id) aria-labelledby=(heading) {
+            h2 id=(heading) { (title) " (" (count) ")" }
+            @if count == 0 { p class="ok" { (none) } } @else { (items) }
+        }
+    }
+}
+
+fn findings(status: &Status) -> Markup {
+    let items = html! {
+        ul {
+            @for finding in &status.findings {
+                li class={ "finding " (finding.severity.as_str()) } data-code=(finding.code) {
+                    strong { (severity(finding.severity)) } " " (finding.message)
+                    " (runbook: " code { (finding.runbook) } ")"
                 }
             }
         }
-    }
+    };
+    let none = "No findings: the registry serves complete lists and nothing needs an operator.";
+    counted("findings", "Findings", status.findings.len(), none, items)
 }
 
 fn severity(s: Severity) -> &'static str {
@@ -250,30 +257,25 @@ fn pools(status: &Status, page: usize) -> Markup {
 }
 
 fn conflicts(status: &Status) -> Markup {
-    html! {
-        section id="conflicts" aria-labelledby="conflicts-h" {
-            h2 id="conflicts-h" { "Conflicts (" (status.conflicts.len()) ")" }
-            @if status.conflicts.is_empty() {
-                p class="ok" { "No exported service is in conflict." }
-            } @else {
-                table {
-                    caption { "Services whose exports conflict" }
-                    thead { tr { th scope="col" { "service" } th scope="col" { "clusters" } th scope="col" { "reason" } th scope="col" { "message" } } }
-                    tbody {
-                        @for c in &status.conflicts {
-                            @let clusters: Vec<&str> = c.clusters.iter().map(|l| l.as_str()).collect();
-                            tr data-service={ (c.namespace) "/" (c.name) } {
-                                th scope="row" { (c.namespace) "/" (c.name) }
-                                td { (clusters.join(", ")) }
-                                td { (c.reason) }
-                                td { (c.message) }
-                            }
-                        }
+    let items = html! {
+        table {
+            caption { "Services whose exports conflict" }
+            thead { tr { th scope="col" { "service" } th scope="col" { "clusters" } th scope="col" { "reason" } th scope="col" { "message" } } }
+            tbody {
+                @for c in &status.conflicts {
+                    @let clusters: Vec<&str> = c.clusters.iter().map(|l| l.as_str()).collect();
+                    tr data-service={ (c.namespace) "/" (c.name) } {
+                        th scope="row" { (c.namespace) "/" (c.name) }
+                        td { (clusters.join(", ")) }
+                        td { (c.reason) }
+                        td { (c.message) }
                     }
                 }
             }
         }
-    }
+    };
+    let none = "No exported service is in conflict.";
+    counted("conflicts", "Conflicts", status.conflicts.len(), none, items)
 }
 
 #[cfg(test)]
