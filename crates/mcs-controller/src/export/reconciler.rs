@@ -496,6 +496,22 @@ async fn follow_registry(
     }
 }
 
+/// A hash of what a reconcile reads of a ServiceExport beside its status:
+/// its uid, generation (its spec), labels, annotations (a tombstone's
+/// mark among them), finalizers and deletion.
+fn reconcile_inputs(se: &ServiceExport) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = &se.metadata;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.uid.hash(&mut hasher);
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp.as_ref().map(|t| t.0.as_millisecond()).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Runs the export reconciler until `cancel`.
 pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result<()> {
     let kube = ctx.kube.clone();
@@ -524,9 +540,12 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
             changed_rx,
             |mut rx| async move { rx.recv().await.map(|id| (id, rx)) },
         );
-    let controller = Controller::for_stream(exports.applied_objects(), store)
-        .reconcile_on(triggers)
-        .reconcile_on(conflicts);
+    // A change of status alone (the echo of this controller's own status
+    // write, one per export) triggers no reconcile: it is no input
+    // (design §13, "What a reconcile reads").
+    let changed = exports.applied_objects().predicate_filter(reconcile_inputs, Default::default());
+    let controller =
+        Controller::for_stream(changed, store).reconcile_on(triggers).reconcile_on(conflicts);
     let store = controller.store();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
@@ -558,6 +577,38 @@ mod tests {
 
     fn id(name: &str) -> Id {
         ("demo".to_owned(), name.to_owned())
+    }
+
+    /// A status write (this controller's own, echoed by the watch) is no
+    /// input; a new generation, label, annotation (the tombstone's mark),
+    /// finalizer or deletion is.
+    #[test]
+    fn only_what_a_reconcile_reads_beside_status_triggers_one() {
+        let mut se = ServiceExport::new("web", Default::default());
+        se.metadata.uid = Some("u1".into());
+        se.metadata.generation = Some(1);
+        let before = reconcile_inputs(&se);
+        se.status = Some(Default::default());
+        se.metadata.resource_version = Some("2".into());
+        assert_eq!(reconcile_inputs(&se), before, "status and resource version");
+        let changes: [fn(&mut ServiceExport); 6] = [
+            |se| se.metadata.uid = Some("u2".into()),
+            |se| se.metadata.generation = Some(2),
+            |se| {
+                se.labels_mut().insert("a".into(), "b".into());
+            },
+            |se| {
+                se.annotations_mut()
+                    .insert(super::super::tombstones::TOMBSTONE.into(), "true".into());
+            },
+            |se| se.finalizers_mut().push("f".into()),
+            |se| se.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH)),
+        ];
+        for (i, change) in changes.iter().enumerate() {
+            let mut changed = se.clone();
+            change(&mut changed);
+            assert_ne!(reconcile_inputs(&changed), before, "change {i}");
+        }
     }
 
     #[test]
