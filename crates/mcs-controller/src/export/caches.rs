@@ -19,7 +19,7 @@ use super::build::SERVICE_NAME_LABEL;
 use super::slice_index::SliceIndex;
 use crate::MANAGED_BY;
 use crate::crd::ServiceExport;
-use crate::import::plan::{MANAGED_BY_LABEL, SLICE_MANAGED_BY_LABEL};
+use crate::import::plan::SLICE_MANAGED_BY_LABEL;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -57,18 +57,14 @@ impl Caches {
         cancel: &CancellationToken,
     ) -> (Self, impl Stream<Item = ObjectRef<ServiceExport>> + Send + 'static) {
         let (tx, rx) = mpsc::unbounded_channel();
-        // The Services this controller derived from imports are exported
-        // by no one: their events would only wake the exporter.
-        let not_derived = format!("{MANAGED_BY_LABEL}!={MANAGED_BY}");
+        // Every Service, those derived from imports too: a derived Service
+        // may be exported again (its imported slices are not part of it).
         let (services, writer) = reflector::store();
         let watch = reflector::reflector(
             writer,
             crate::watch::tracked(
                 "Service",
-                watcher(
-                    Api::<Service>::all(kube.clone()),
-                    watcher::Config::default().labels(&not_derived),
-                ),
+                watcher(Api::<Service>::all(kube.clone()), watcher::Config::default()),
             ),
         )
         .default_backoff()
