@@ -40,7 +40,7 @@ use mcs_core::write::{Intent, PlannedWrite, Refusal, WithdrawalPlan, plan_withdr
 use mcs_core::{
     Body, Hlc, Key, LeaseEnd, LeasePolicy, LeaseTerms, Record, Version, View, WriteDecision,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A registrar's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,11 +383,9 @@ impl Process {
         let resync = self.view.replace_all(records.clone(), now, now);
         stats.records_dropped += resync.dropped as u64;
         stats.records_retired += resync.retired as u64;
-        let mut seen = BTreeSet::new();
         // The read's winner of each key, by the merge rule.
         let mut read: BTreeMap<Key, Record> = BTreeMap::new();
         for record in records {
-            seen.insert(record.key.clone());
             if read.get(&record.key).is_none_or(|best| (rules.merge)(&record, best)) {
                 read.insert(record.key.clone(), record.clone());
             }
@@ -401,18 +399,18 @@ impl Process {
                 self.merged.insert(record.key.clone(), record);
             }
         }
-        self.merged.retain(|k, r| seen.contains(k) || r.changed_at_ms >= now);
+        self.merged.retain(|k, r| read.contains_key(k) || r.changed_at_ms >= now);
         if rules.retire {
-            for (key, best) in read {
-                if let Some(held) = self.merged.get_mut(&key)
+            for (key, best) in &read {
+                if let Some(held) = self.merged.get_mut(key)
                     && held.version > best.version
                     && held.changed_at_ms < now
                 {
-                    *held = best;
+                    *held = best.clone();
                 }
             }
         }
-        let keys: Vec<Key> = self.merged.keys().chain(seen.iter()).cloned().collect();
+        let keys: Vec<Key> = self.merged.keys().chain(read.keys()).cloned().collect();
         self.sync(keys.iter(), now, stats);
         let merged = &self.merged;
         self.missed.retain(|k, v| merged.get(k).is_some_and(|r| r.version == *v));
