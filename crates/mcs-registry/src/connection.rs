@@ -345,19 +345,22 @@ impl Drop for Slot {
     }
 }
 
+/// What a served connection lives under, the same for HTTP/1.1 and
+/// HTTP/2: the process's stop signal, the connection's time bounds, and
+/// what it holds until it closes (a [`Slot`], a refusal's permit),
+/// released last.
+pub(crate) struct Terms<H> {
+    pub stop: watch::Receiver<bool>,
+    pub bounds: Bounds,
+    pub hold: H,
+}
+
 /// Serves HTTP/1.1 with `builder` on `io` until the connection ends,
 /// turning it to a graceful shutdown (finish the request in flight, then
-/// close) once `stop` turns true; then closes it lingering. Writes are
-/// bounded by `bounds`. `hold` (a [`Slot`], a refusal's permit) is
-/// released last.
-pub(crate) async fn serve<I, S, B, H>(
-    builder: &http1::Builder,
-    io: I,
-    service: S,
-    mut stop: watch::Receiver<bool>,
-    bounds: Bounds,
-    hold: H,
-) where
+/// close) once `terms.stop` turns true; then closes it lingering. Writes
+/// are bounded by `terms.bounds`.
+pub(crate) async fn serve<I, S, B, H>(builder: &http1::Builder, io: I, service: S, terms: Terms<H>)
+where
     I: AsyncRead + AsyncWrite + Unpin,
     S: HttpService<Incoming, ResBody = B> + Unpin,
     S::Future: Unpin,
@@ -365,6 +368,7 @@ pub(crate) async fn serve<I, S, B, H>(
     B: Body + 'static,
     B::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
+    let Terms { mut stop, bounds, hold } = terms;
     let activity = Activity::new();
     let io = Bounded::new(io, bounds.write, activity.clone());
     let mut conn = builder.serve_connection(TokioIo::new(io), service);
@@ -405,16 +409,14 @@ enum H2Phase {
 }
 
 /// Serves HTTP/2 with `builder` on `io` until the connection ends, within
-/// `bounds` (see the module's docs), turning it to a graceful shutdown
-/// (GOAWAY, finish the streams in flight) once `stop` turns true. `hold`
-/// is released last.
+/// `terms.bounds` (see the module's docs), turning it to a graceful
+/// shutdown (GOAWAY, finish the streams in flight) once `terms.stop` turns
+/// true.
 pub(crate) async fn serve_h2<I, S, B, H>(
     builder: &http2::Builder<TokioExecutor>,
     io: I,
     service: S,
-    mut stop: watch::Receiver<bool>,
-    bounds: Bounds,
-    hold: H,
+    terms: Terms<H>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Service<hyper::Request<Incoming>, Response = hyper::Response<B>> + Send + 'static,
@@ -424,6 +426,7 @@ pub(crate) async fn serve_h2<I, S, B, H>(
     B::Data: Send,
     B::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
+    let Terms { mut stop, bounds, hold } = terms;
     let activity = Activity::new();
     let io = Bounded::new(io, bounds.write, activity.clone());
     let service = Counted { inner: service, activity: activity.clone() };

@@ -12,7 +12,7 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Args, Settings, StorageKind};
-use crate::connection;
+use crate::connection::{self, Terms};
 use crate::http::{AppState, admin_router, router};
 use crate::live::LiveView;
 use crate::metrics as m;
@@ -364,14 +364,14 @@ pub async fn serve(
                         let (tls, app, h1, h2) = (tls.clone(), app.clone(), builder.clone(), h2.clone());
                         tokio::spawn(async move {
                             if let Some(stream) = tls.accept(stream).await {
-                                serve_tls(stream, app, (&h1, &h2), stop, bounds, slot).await;
+                                serve_tls(stream, app, (&h1, &h2), Terms { stop, bounds, hold: slot }).await;
                             }
                         });
                         continue;
                     }
                     let (h1, service) = (builder.clone(), TowerToHyperService::new(app.clone()));
                     tokio::spawn(async move {
-                        connection::serve(&h1, stream, service, stop, bounds, slot).await;
+                        connection::serve(&h1, stream, service, Terms { stop, bounds, hold: slot }).await;
                     });
                     continue;
                 }
@@ -383,16 +383,16 @@ pub async fn serve(
                             tokio::spawn(async move {
                                 let Some(stream) = tls.accept(stream).await else { return };
                                 if crate::tls::is_h2(&stream) {
-                                    connection::serve_h2(&h2, stream, connection::refusal(), stop, bounds, permit).await;
+                                    connection::serve_h2(&h2, stream, connection::refusal(), Terms { stop, bounds, hold: permit }).await;
                                 } else {
-                                    connection::serve(&refuser, stream, connection::refusal(), stop, bounds, permit).await;
+                                    connection::serve(&refuser, stream, connection::refusal(), Terms { stop, bounds, hold: permit }).await;
                                 }
                             });
                             continue;
                         }
                         let refuser = refuser.clone();
                         tokio::spawn(async move {
-                            connection::serve(&refuser, stream, connection::refusal(), stop, bounds, permit).await;
+                            connection::serve(&refuser, stream, connection::refusal(), Terms { stop, bounds, hold: permit }).await;
                         });
                     }
                     Err(_) => {
@@ -424,9 +424,7 @@ async fn serve_tls(
         &hyper::server::conn::http1::Builder,
         &hyper::server::conn::http2::Builder<TokioExecutor>,
     ),
-    stop: watch::Receiver<bool>,
-    bounds: connection::Bounds,
-    slot: connection::Slot,
+    terms: Terms<connection::Slot>,
 ) {
     let session = stream.get_ref().1;
     let peer = crate::authz::PeerNames::of(
@@ -441,9 +439,9 @@ async fn serve_tls(
         },
     ));
     if is_h2 {
-        connection::serve_h2(h2, stream, service, stop, bounds, slot).await;
+        connection::serve_h2(h2, stream, service, terms).await;
     } else {
-        connection::serve(h1, stream, service, stop, bounds, slot).await;
+        connection::serve(h1, stream, service, terms).await;
     }
 }
 
