@@ -88,15 +88,28 @@ pub enum LogFormat {
     Json,
 }
 
+/// kube's own line per failed request (see [`install_logs`]).
+const KUBE_REQUEST_FAILURES: &str = "kube_client::client::builder=off";
+
 /// Installs the process's log subscriber: lines to stderr, as `filter`
 /// lets through, in `format`; colours only when stderr is a terminal,
 /// never into a file. `bare` text lines are the message alone (no time,
 /// level or target: mcs-admin's notices, which read as its output).
+///
+/// kube's client logs each failed request at ERROR as `failed with error
+/// client error (Connect)`, without its cause or URL; the binaries log
+/// the same failure themselves, with its cause chain and the object, so
+/// that line is left out unless `filter` names `kube_client`.
 pub fn install_logs(
     filter: tracing_subscriber::EnvFilter,
     format: LogFormat,
     bare: bool,
 ) -> Result<(), String> {
+    let filter = if filter.to_string().contains("kube_client") {
+        filter
+    } else {
+        filter.add_directive(KUBE_REQUEST_FAILURES.parse().map_err(|e| format!("{e}"))?)
+    };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

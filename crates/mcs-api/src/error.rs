@@ -113,6 +113,31 @@ impl std::fmt::Display for FieldError {
 
 impl std::error::Error for FieldError {}
 
+/// The messages of `error` and of each error under it (`source()`), for a
+/// log line or a CLI's last words: each on one line (runs of whitespace
+/// made one space), and a message left out when one already kept contains
+/// it (a wrapper that repeats its cause, as kube's `ServiceError: {0}` and
+/// the AWS SDK's errors do).
+pub fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut kept: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() && !kept.iter().any(|k| k.contains(&text)) {
+            kept.push(text);
+        }
+        next = e.source();
+    }
+    kept
+}
+
+/// [`causes`] joined with `: `, outermost first: `error` with its whole
+/// cause chain, e.g. `ServiceError: client error (Connect): tcp connect
+/// error: Connection refused (os error 111)`.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    causes(error).join(": ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +156,44 @@ mod tests {
     fn unknown_codes_parse_as_unknown() {
         let body: ErrorBody = parse(r#"{"error":"brand_new","message":"m"}"#).unwrap();
         assert_eq!(body.error, ErrorCode::Unknown);
+    }
+
+    /// An error whose message may repeat its cause's, as wrappers do.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn the_chain_names_every_cause_once_on_one_line() {
+        let refused = Layer("Connection refused\n (os error 111)", None);
+        let connect = Layer("tcp connect error", Some(Box::new(refused)));
+        let client = Layer("client error (Connect)", Some(Box::new(connect)));
+        let empty = Layer("", Some(Box::new(client)));
+        let kube = Layer("ServiceError: client error (Connect)", Some(Box::new(empty)));
+        assert_eq!(
+            causes(&kube),
+            [
+                "ServiceError: client error (Connect)",
+                "tcp connect error",
+                "Connection refused (os error 111)"
+            ]
+        );
+        assert_eq!(
+            chain(&kube),
+            "ServiceError: client error (Connect): tcp connect error: Connection refused (os error 111)"
+        );
+        assert_eq!(chain(&Layer("alone", None)), "alone");
     }
 
     #[test]

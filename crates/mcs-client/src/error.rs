@@ -87,15 +87,11 @@ pub(crate) struct AtUrl {
 }
 
 fn transport_message(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
+    let message = mcs_api::chain(error);
     let mut tls = None;
     let mut next = Some(error);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !message.contains(&text) {
-            message = format!("{message}: {text}");
-        }
-        tls = tls.or_else(|| rustls_error(e));
+    while let (None, Some(e)) = (tls, next) {
+        tls = rustls_error(e);
         next = e.source();
     }
     match tls.and_then(tls_hint) {

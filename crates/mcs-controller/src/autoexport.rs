@@ -204,7 +204,7 @@ async fn ensure(service: &Service, auto: &Auto) -> Result<Action, Error> {
 }
 
 fn error_policy(service: Arc<Service>, error: &Error, _: Arc<Auto>) -> Action {
-    tracing::warn!(namespace = ?service.namespace(), name = %service.name_any(), %error, "auto-export reconcile failed");
+    tracing::warn!(namespace = ?service.namespace(), name = %service.name_any(), error = %mcs_api::chain(error), "auto-export reconcile failed");
     Action::requeue(jittered(Duration::from_secs(5)))
 }
 

@@ -187,7 +187,7 @@ impl Election {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying")
+                    tracing::warn!(error = %mcs_api::chain(&e), lease = %self.name, "leader election failed; retrying")
                 }
             }
             tokio::select! {
@@ -316,11 +316,11 @@ async fn renew(
                 break;
             }
             Err(e) if renewed.elapsed() >= deadline => {
-                tracing::error!(error = %e, lease = %election.name, "leadership lost: no renewal in time");
+                tracing::error!(error = %mcs_api::chain(&e), lease = %election.name, "leadership lost: no renewal in time");
                 break;
             }
             Err(e) => {
-                tracing::warn!(error = %e, lease = %election.name, "leader lease renewal failed")
+                tracing::warn!(error = %mcs_api::chain(&e), lease = %election.name, "leader lease renewal failed")
             }
         }
     }
@@ -376,7 +376,7 @@ impl Leadership {
         match result {
             Ok(()) => tracing::info!(lease = %self.election.name, "leadership released"),
             Err(e) => {
-                tracing::warn!(error = %e, lease = %self.election.name, "releasing the leader lease failed; it runs out on its own")
+                tracing::warn!(error = %mcs_api::chain(&e), lease = %self.election.name, "releasing the leader lease failed; it runs out on its own")
             }
         }
     }

@@ -56,13 +56,15 @@ async fn coredns(command: &CorednsCommand) -> ExitCode {
     };
     let client = match kube::Config::infer()
         .await
-        .map_err(|e| e.to_string())
-        .and_then(|config| kube::Client::try_from(config).map_err(|e| e.to_string()))
-    {
+        .map_err(|e| format!("finding the Kubernetes API server: {}", mcs_api::chain(&e)))
+        .and_then(|config| {
+            let url = config.cluster_url.clone();
+            kube::Client::try_from(config).map_err(|e| {
+                format!("connecting to the Kubernetes API server {url}: {}", mcs_api::chain(&e))
+            })
+        }) {
         Ok(client) => client,
-        Err(e) => {
-            return fail(format, &format!("connecting to the Kubernetes API server: {e}"), 1);
-        }
+        Err(message) => return fail(format, &message, 1),
     };
     let api = kube::Api::namespaced(client, &target.namespace);
     let (action, outcome) = match command {

@@ -34,13 +34,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(shutdown_on_signal(cancel.clone()));
     let server = tokio::spawn(health::serve(listener, handle, cancel.clone()));
 
-    let kube_config = kube::Config::infer()
-        .await
-        .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
-    let kube = kube::Client::try_from(kube_config.clone())
-        .map_err(|e| anyhow::anyhow!("connecting to the Kubernetes API server: {e}"))?;
+    let kube_config = kube::Config::infer().await.map_err(|e| {
+        anyhow::anyhow!("finding the Kubernetes API server: {}", mcs_api::chain(&e))
+    })?;
+    let api_server = kube_config.cluster_url.clone();
+    let kube = kube::Client::try_from(kube_config.clone()).map_err(|e| {
+        anyhow::anyhow!(
+            "connecting to the Kubernetes API server {api_server}: {}",
+            mcs_api::chain(&e)
+        )
+    })?;
     let property = identity::read_cluster_property(kube.clone()).await.map_err(|e| {
-        anyhow::anyhow!("reading the ClusterProperty cluster.clusterset.k8s.io: {e}")
+        anyhow::anyhow!(
+            "reading the ClusterProperty cluster.clusterset.k8s.io from {api_server}: {}",
+            mcs_api::chain(&e)
+        )
     })?;
     let cluster_id =
         identity::resolve_cluster_id(config.cluster_id.as_deref(), property.as_deref())?;

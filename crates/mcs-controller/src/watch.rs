@@ -137,7 +137,7 @@ where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     stream.inspect(move |item| match item {
-        Err(error) => crate::health::watch_failed(name, &error.to_string()),
+        Err(error) => crate::health::watch_failed(name, &mcs_api::chain(error)),
         Ok(Event::Init) => {}
         Ok(_) => crate::health::watch_listed(name),
     })

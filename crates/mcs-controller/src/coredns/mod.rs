@@ -119,7 +119,7 @@ impl Error {
 fn reason(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => other.to_string(),
+        other => mcs_api::chain(other),
     }
 }
 

@@ -461,7 +461,7 @@ fn error_policy(se: Arc<ServiceExport>, error: &Error, ex: Arc<Exporter>) -> Act
     let id = id_of(&se);
     let failures = ex.state().failed(&id);
     let delay = backoff(failures);
-    tracing::warn!(namespace = %id.0, name = %id.1, %error, failures, delay_ms = delay.as_millis() as u64, "export reconcile failed");
+    tracing::warn!(namespace = %id.0, name = %id.1, error = %mcs_api::chain(error), failures, delay_ms = delay.as_millis() as u64, "export reconcile failed");
     Action::requeue(delay)
 }
 

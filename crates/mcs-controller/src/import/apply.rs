@@ -264,7 +264,7 @@ where
                 }
                 Ok(_) => None,
                 Err(error) => {
-                    tracing::warn!(kind = %<K as Resource>::kind(&Default::default()), %error, "watch failed");
+                    tracing::warn!(kind = %<K as Resource>::kind(&Default::default()), error = %mcs_api::chain(&error), "watch failed");
                     None
                 }
             };

@@ -228,7 +228,7 @@ impl Discovery {
         }
         self.health.error(now);
         metrics::counter!(m::DISCOVERY_ERRORS, "resource" => resource).increment(1);
-        tracing::error!(resource, %error, "pool discovery: list/watch of Kubernetes failed; backing off");
+        tracing::error!(resource, error = %mcs_api::chain(error), "pool discovery: list/watch of Kubernetes failed; backing off");
     }
 
     /// Derives again if anything changed, and publishes completeness.

@@ -141,17 +141,11 @@ pub(crate) fn code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> Option<&
 /// when no provider had any (the chain's last, instance metadata, failing
 /// off EC2 included), else the provider's own error.
 pub fn cause(err: &(dyn Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    let parts = mcs_api::causes(err);
     let mut credentials: Option<&CredentialsError> = None;
     let mut next = Some(err);
-    while let Some(e) = next {
-        if credentials.is_none() {
-            credentials = e.downcast_ref::<CredentialsError>();
-        }
-        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
+    while let (None, Some(e)) = (credentials, next) {
+        credentials = e.downcast_ref::<CredentialsError>();
         next = e.source();
     }
     match credentials {
