@@ -61,7 +61,18 @@ impl Client {
                     config.base_url
                 )));
             }
-            other => return Err(Error::Config(format!("base url scheme {other:?} is not https"))),
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "base url {:?} is {other}://: expected https://HOST[:PORT]",
+                    config.base_url
+                )));
+            }
+            None => {
+                return Err(Error::Config(format!(
+                    "base url {:?} has no scheme: expected https://HOST[:PORT]",
+                    config.base_url
+                )));
+            }
         }
         if uri.query().is_some() {
             return Err(Error::Config(format!("base url {:?} has a query", config.base_url)));

@@ -162,6 +162,18 @@ async fn plain_http_is_refused_unless_opted_in() {
     assert!(Client::new(config).is_ok());
 }
 
+/// Before: `base url scheme None is not https`, which named neither the
+/// URL nor the form expected.
+#[tokio::test]
+async fn a_url_without_https_names_itself_and_the_form_expected() {
+    for (url, what) in [("127.0.0.1:8443", "has no scheme"), ("ftp://registry:21", "is ftp://")] {
+        let error = Client::new(ClientConfig::new(url)).unwrap_err();
+        let Error::Config(message) = &error else { panic!("{error:?}") };
+        assert!(message.contains(url) && message.contains(what), "{message}");
+        assert!(message.contains("expected https://HOST[:PORT]"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn unreadable_tls_files_are_refused_at_construction() {
     let mut config = ClientConfig::new("https://registry.invalid");
