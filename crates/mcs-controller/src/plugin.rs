@@ -13,6 +13,7 @@
 
 use crate::crd::{ServiceExport, ServiceImport};
 use crate::leader::INCARNATION_ANNOTATION;
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
@@ -124,11 +125,15 @@ pub async fn run(cli: PluginCli) -> anyhow::Result<u8> {
     let mut views = Vec::new();
     for context in contexts {
         let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &options).await?;
-        let client = kube::Client::try_from(config)?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &options)
+            .await
+            .with_context(|| format!("context {context}"))?;
+        let server = config.cluster_url.clone();
+        let client = kube::Client::try_from(config)
+            .with_context(|| format!("context {context} ({server})"))?;
         let view = gather(client, &context, &args.lease_name)
             .await
-            .map_err(|e| anyhow::anyhow!("context {context}: {e}"))?;
+            .with_context(|| format!("context {context} ({server})"))?;
         views.push(view);
     }
     let text =

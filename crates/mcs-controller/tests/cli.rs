@@ -56,6 +56,41 @@ fn crds_and_rbac_print_yaml_documents() {
     assert!(rbac.contains("namespace: mcs"), "{rbac}");
 }
 
+/// A kubeconfig (deleted on drop) whose only context points at an API
+/// server that refuses connections: a port just bound and let go.
+struct Unreachable {
+    kubeconfig: std::path::PathBuf,
+    server: String,
+}
+
+impl Unreachable {
+    fn new(name: &str) -> Self {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("bound").port()
+        };
+        let server = format!("https://127.0.0.1:{port}");
+        let kubeconfig = std::env::temp_dir().join(format!("mcs-cli-{name}-{port}.yaml"));
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+                 clusters: [{{name: c, cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}}}]\n\
+                 contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
+                 users: [{{name: u, user: {{token: t}}}}]\n"
+            ),
+        )
+        .expect("writes the kubeconfig");
+        Self { kubeconfig, server }
+    }
+}
+
+impl Drop for Unreachable {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
 /// Issue 23 item 5: an API server it cannot reach. Before, the controller
 /// exited with `reading the ClusterProperty cluster.clusterset.k8s.io:
 /// ServiceError: client error (Connect)`, after kube's own ERROR line
@@ -63,38 +98,40 @@ fn crds_and_rbac_print_yaml_documents() {
 /// nor why.
 #[test]
 fn an_unreachable_api_server_is_named_with_the_cause() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        listener.local_addr().expect("bound").port()
-    };
-    let server = format!("https://127.0.0.1:{port}");
-    let kubeconfig = std::env::temp_dir().join(format!("mcs-cli-kubeconfig-{port}.yaml"));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: c, cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
-             users: [{{name: u, user: {{token: t}}}}]\n"
-        ),
-    )
-    .expect("writes the kubeconfig");
+    let api = Unreachable::new("controller");
     let out = Command::new(env!("CARGO_BIN_EXE_mcs-controller"))
         .args(["--cluster-id", "east", "--registry-url", "http://127.0.0.1:9"])
         .args(["--registry-allow-insecure-http", "--admin-listen", "127.0.0.1:0"])
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECONFIG", &api.kubeconfig)
         .env_remove("MCS_LOG")
         .output()
         .expect("runs");
-    let _ = std::fs::remove_file(&kubeconfig);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
     assert!(last.starts_with("mcs-controller: reading the ClusterProperty"), "{stderr}");
-    assert!(last.contains(&server), "the server's URL: {stderr}");
+    assert!(last.contains(&api.server), "the server's URL: {stderr}");
     assert!(last.contains("Connection refused"), "the cause: {stderr}");
     // Every error line says why: kube's own, without its cause, is left out.
     for line in stderr.lines().filter(|l| l.contains("ERROR") || l.contains("WARN")) {
         assert!(line.contains("Connection refused"), "{line}\nin\n{stderr}");
     }
+}
+
+/// The same for the kubectl plugin. Before: `kubectl-mcs: context c:
+/// ServiceError: client error (Connect)`.
+#[test]
+fn the_plugin_names_the_unreachable_api_server_with_the_cause() {
+    let api = Unreachable::new("plugin");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-mcs"))
+        .arg("status")
+        .env("KUBECONFIG", &api.kubeconfig)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("kubectl-mcs: context c ("), "{stderr}");
+    assert!(stderr.contains(&api.server), "the server's URL: {stderr}");
+    assert!(stderr.contains("Connection refused"), "the cause: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -11,7 +11,7 @@ async fn main() -> ExitCode {
     match run(PluginCli::parse()).await {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("kubectl-mcs: {e:#}");
+            eprintln!("kubectl-mcs: {}", mcs_api::chain(e.as_ref()));
             ExitCode::from(1)
         }
     }
