@@ -48,7 +48,7 @@ use super::tombstones::{Tombstones, is_tombstone};
 use crate::crd::ServiceExport;
 use crate::pace::{drain, jittered, ticks};
 use crate::{Context, FIELD_MANAGER, metrics};
-use futures::{StreamExt, TryStreamExt as _};
+use futures::{FutureExt as _, StreamExt, TryStreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
@@ -547,6 +547,7 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     let controller =
         Controller::for_stream(changed, store).reconcile_on(triggers).reconcile_on(conflicts);
     let store = controller.store();
+    let listed = store.clone();
     let registrations = futures::stream::unfold(ctx.registrations.clone(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
     });
@@ -564,7 +565,19 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         .reconcile_all_on(resyncs)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(reconcile, error_policy, ex);
-    drain(results, "export").await;
+    // kube's applier holds its runner, and with it its graceful shutdown,
+    // until the ServiceExport store has listed once: one that never listed
+    // (no CRD, no permission) has no reconcile in flight to finish.
+    let never_listed = async {
+        cancel.cancelled().await;
+        if listed.wait_until_ready().now_or_never().is_some() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = drain(results, "export") => {}
+        () = never_listed => {}
+    }
     tracing::info!("export controller stopped");
     follower_stop.cancel();
     follower.await?;

@@ -226,9 +226,15 @@ fn reflect<K>(
     cancel: &CancellationToken,
 ) -> Store<K>
 where
-    K: Resource + reflector::Lookup + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = ()>
+        + reflector::Lookup
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
     <K as reflector::Lookup>::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-    <K as Resource>::DynamicType: Default,
 {
     let (reader, writer) = reflector::store();
     let watch = crate::watch::tracked(name, watcher(api, config));
@@ -263,8 +269,9 @@ where
                     None
                 }
                 Ok(_) => None,
+                // `tracked` has told it (WARN once, then readiness).
                 Err(error) => {
-                    tracing::warn!(kind = %<K as Resource>::kind(&Default::default()), error = %mcs_api::chain(&error), "watch failed");
+                    tracing::debug!(kind = %<K as Resource>::kind(&Default::default()), error = %mcs_api::chain(&error), "watch failed");
                     None
                 }
             };
