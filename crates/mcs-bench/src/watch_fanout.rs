@@ -49,6 +49,9 @@ pub struct Options {
     /// Skip the reconnect storm.
     #[arg(long)]
     pub no_storm: bool,
+    /// Event streams only: skip the long-polls (to profile the streams alone).
+    #[arg(long)]
+    pub no_long_poll: bool,
 }
 
 impl Default for Options {
@@ -266,7 +269,8 @@ async fn fanout(
     };
 
     let mut polls = Vec::new();
-    for round in 0..options.rounds {
+    let long_poll_rounds = if options.no_long_poll { 0 } else { options.rounds };
+    for round in 0..long_poll_rounds {
         let etag = etag_of(&writer, &pools_url).await?;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let url = format!("{pools_url}?watch=true&timeout_secs=600");
@@ -312,7 +316,9 @@ async fn fanout(
         s.abort();
     }
     registry.kill().await;
-    Ok(vec![("long-poll", polls), ("event stream", events)])
+    let mut modes = vec![("long-poll", polls), ("event stream", events)];
+    modes.retain(|(_, rounds)| !rounds.is_empty());
+    Ok(modes)
 }
 
 async fn etag_of(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
