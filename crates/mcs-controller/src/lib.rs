@@ -28,6 +28,8 @@ pub mod registration;
 pub mod run;
 #[path = "../../shared_cli.rs"]
 mod shared_cli;
+#[path = "../../shared_kube.rs"]
+mod shared_kube;
 #[path = "../../shared_metrics.rs"]
 mod shared_metrics;
 pub mod watch;

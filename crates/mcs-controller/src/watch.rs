@@ -132,47 +132,19 @@ fn usable<K: Resource<DynamicType = ()>>(object: Lenient<K>) -> Option<K> {
 
 /// `stream` (a watch named `name`), reporting to readiness: not ready from
 /// an error until it yields an object again ([`crate::health::watch_failed`],
-/// told as [`failure`] says).
+/// told as `shared_kube::watch_failure` says).
 pub fn tracked<K, S>(name: &'static str, stream: S) -> impl Stream<Item = S::Item> + Send + 'static
 where
     K: Resource<DynamicType = ()>,
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     stream.inspect(move |item| match item {
-        Err(error) => crate::health::watch_failed(name, &failure::<K>(error)),
+        Err(error) => {
+            crate::health::watch_failed(name, &crate::shared_kube::watch_failure::<K>(error))
+        }
         Ok(Event::Init) => {}
         Ok(_) => crate::health::watch_listed(name),
     })
-}
-
-/// What a failed watch of `K` tells an operator: an API server's refusal
-/// as its message and code (kube's text repeats the whole status), any
-/// other failure with its cause chain; and for a kind the API server does
-/// not serve (404), that its CRD is missing and how to install ours.
-pub fn failure<K: Resource<DynamicType = ()>>(error: &watcher::Error) -> String {
-    let status = match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status,
-        watcher::Error::WatchError(status) => status,
-        other => return mcs_api::chain(other),
-    };
-    let refused = format!("{} ({})", status.message, status.code);
-    if status.code != 404 {
-        return refused;
-    }
-    let (group, version, plural) = (K::group(&()), K::version(&()), K::plural(&()));
-    let resource = if group.is_empty() {
-        format!("{plural} ({version})")
-    } else {
-        format!("{plural}.{group} ({version})")
-    };
-    let hint = if group == crate::crd::GROUP {
-        ": install the CRDs (`mcs-controller crds | kubectl apply -f -`, or the chart's)"
-    } else {
-        ""
-    };
-    format!("{refused}: the API server does not serve {resource}{hint}")
 }
 
 #[cfg(test)]
@@ -217,40 +189,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(decoded::<ServiceExport>(Event::InitDone), Some(Event::InitDone)));
-    }
-
-    /// Before: `failed to perform initial object list: ApiError: 404 page
-    /// not found: Failed to parse error data (Status { status: Some(Failure),
-    /// code: 404, … })`, which said neither what was missing nor what to do.
-    #[test]
-    fn a_watch_of_a_kind_not_served_names_the_crd_to_install() {
-        let refused = |code: u16, message: &str| {
-            let mut status = kube::core::Status::failure(message, "Failed to parse error data");
-            status.code = code;
-            kube::Error::Api(Box::new(status))
-        };
-        let missing = watcher::Error::InitialListFailed(refused(404, "404 page not found"));
-        let told = failure::<Lenient<ServiceExport>>(&missing);
-        assert_eq!(
-            told,
-            "404 page not found (404): the API server does not serve \
-             serviceexports.multicluster.x-k8s.io (v1beta1): install the CRDs \
-             (`mcs-controller crds | kubectl apply -f -`, or the chart's)"
-        );
-        let told = failure::<k8s_openapi::api::core::v1::Service>(&watcher::Error::WatchFailed(
-            refused(404, "gone"),
-        ));
-        assert_eq!(told, "gone (404): the API server does not serve services (v1)");
-        let forbidden = watcher::Error::WatchStartFailed(refused(403, "forbidden: no list"));
-        assert_eq!(failure::<ServiceExport>(&forbidden), "forbidden: no list (403)");
-        let mut expired = kube::core::Status::failure("too old", "Expired");
-        expired.code = 410;
-        let status = watcher::Error::WatchError(Box::new(expired));
-        assert_eq!(failure::<ServiceExport>(&status), "too old (410)");
-        assert_eq!(
-            failure::<ServiceExport>(&watcher::Error::NoResourceVersion),
-            watcher::Error::NoResourceVersion.to_string()
-        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub mod registrar;
 pub mod server;
 #[path = "../../shared_cli.rs"]
 mod shared_cli;
+#[path = "../../shared_kube.rs"]
+mod shared_kube;
 #[path = "../../shared_metrics.rs"]
 mod shared_metrics;
 mod shutdown;

@@ -203,8 +203,14 @@ impl Discovery {
         let (resource, taken) = match input {
             Input::Slice(Ok(event)) => ("endpointslices", self.slices.take(event)),
             Input::Import(Ok(event)) => ("serviceimports", self.imports.take(event)),
-            Input::Slice(Err(error)) => return self.failed(now, "endpointslices", &error),
-            Input::Import(Err(error)) => return self.failed(now, "serviceimports", &error),
+            Input::Slice(Err(error)) => {
+                let told = crate::shared_kube::watch_failure::<EndpointSlice>(&error);
+                return self.failed(now, "endpointslices", &told);
+            }
+            Input::Import(Err(error)) => {
+                let told = crate::shared_kube::watch_failure::<ServiceImport>(&error);
+                return self.failed(now, "serviceimports", &told);
+            }
         };
         match taken {
             Taken::Nothing => {}
@@ -221,14 +227,14 @@ impl Discovery {
         }
     }
 
-    fn failed(&mut self, now: u64, resource: &'static str, error: &watcher::Error) {
+    fn failed(&mut self, now: u64, resource: &'static str, error: &str) {
         match resource {
             "endpointslices" => self.slices.failed(),
             _ => self.imports.failed(),
         }
         self.health.error(now);
         metrics::counter!(m::DISCOVERY_ERRORS, "resource" => resource).increment(1);
-        tracing::error!(resource, error = %mcs_api::chain(error), "pool discovery: list/watch of Kubernetes failed; backing off");
+        tracing::error!(resource, %error, "pool discovery: list/watch of Kubernetes failed; backing off");
     }
 
     /// Derives again if anything changed, and publishes completeness.
