@@ -186,9 +186,9 @@ impl Client {
     pub async fn status(&self) -> Result<mcs_api::Status, Error> {
         self.retrying(|| async {
             let request = Request::get(self.path(&["v1", "status"]));
-            let (status, headers, body) =
+            let (target, status, headers, body) =
                 self.send(request, None, self.inner.config.request_timeout).await?;
-            decode(status, &headers, &body)
+            decode(&target, status, &headers, &body)
         })
         .await
     }
@@ -245,12 +245,12 @@ impl Client {
         if let Some(etag) = etag {
             request = request.header(header::IF_NONE_MATCH, etag);
         }
-        let (status, headers, body) = self.send(request, None, timeout).await?;
+        let (target, status, headers, body) = self.send(request, None, timeout).await?;
         if status == StatusCode::NOT_MODIFIED {
             return Ok(None);
         }
         let etag = headers.get(header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let list: L = decode(status, &headers, &body)?;
+        let list: L = decode(&target, status, &headers, &body)?;
         // The registry always sends an ETag; rebuild its form if a proxy dropped it.
         let etag = etag.unwrap_or_else(|| {
             let suffix = if list.complete() { "" } else { "-incomplete" };
@@ -283,18 +283,19 @@ impl Client {
             .map(|b| serde_json::to_vec(b).map_err(|e| Error::Config(format!("request body: {e}"))))
             .transpose()?;
         let request = Request::builder().method(method).uri(path);
-        let (status, headers, reply) =
+        let (target, status, headers, reply) =
             self.send(request, body, self.inner.config.request_timeout).await?;
-        decode(status, &headers, &reply)
+        decode(&target, status, &headers, &reply)
     }
 
-    /// Sends one request and reads its whole reply within `timeout`.
+    /// Sends one request and reads its whole reply within `timeout`: the
+    /// request as `METHOD URL`, the reply's status, headers and body.
     async fn send(
         &self,
         request: http::request::Builder,
         body: Option<Vec<u8>>,
         timeout: Duration,
-    ) -> Result<(StatusCode, HeaderMap, Bytes), Error> {
+    ) -> Result<(String, StatusCode, HeaderMap, Bytes), Error> {
         // Named in every transport error: which call, to which URL.
         let target = format!(
             "{} {}",
@@ -316,7 +317,7 @@ impl Client {
             let response = http.request(request).await.map_err(|e| at(e.into()))?;
             let (parts, body) = response.into_parts();
             let body = body.collect().await.map_err(|e| at(e.into()))?.to_bytes();
-            Ok((parts.status, parts.headers, body))
+            Ok((target.clone(), parts.status, parts.headers, body))
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(reply) => reply,
@@ -380,8 +381,9 @@ fn export_path(key: &ExportKey) -> [&str; 6] {
     ]
 }
 
-/// The body of a 2xx reply, parsed, or the error of any other.
+/// The body of a 2xx reply to `target`, parsed, or the error of any other.
 fn decode<T: DeserializeOwned>(
+    target: &str,
     status: StatusCode,
     headers: &HeaderMap,
     body: &[u8],
@@ -392,7 +394,7 @@ fn decode<T: DeserializeOwned>(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        return Err(Error::from_reply(status, retry_after, body));
+        return Err(Error::from_reply(target, status, retry_after, body));
     }
     serde_json::from_slice(body).map_err(Error::Decode)
 }

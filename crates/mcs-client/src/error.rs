@@ -193,13 +193,36 @@ impl Error {
         }
     }
 
-    /// Builds the error of a non-2xx reply from its status, `Retry-After`
-    /// and body (which may not be the registry's JSON, e.g. from a proxy).
-    pub fn from_reply(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
+    /// Builds the error of a non-2xx reply to `target` (`METHOD URL`) from
+    /// its status, `Retry-After` and body. A body that is not the registry's
+    /// JSON error (a proxy's page, another server at that URL) is told as
+    /// such, naming `target`, with its start on one line.
+    pub fn from_reply(
+        target: &str,
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        body: &[u8],
+    ) -> Self {
         let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
         let message = match &parsed {
             Some(body) => body.message.clone(),
-            None => String::from_utf8_lossy(body).chars().take(200).collect(),
+            None => {
+                let text = String::from_utf8_lossy(body);
+                let mut start: String = text
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .chars()
+                    .take(120)
+                    .collect();
+                if start.is_empty() {
+                    start = "(empty body)".into();
+                }
+                format!(
+                    "{target}: a reply that is not the registry's (no JSON error body; is this \
+                     the registry's URL?): {start}"
+                )
+            }
         };
         match status {
             StatusCode::NOT_FOUND => Self::NotFound { message },
@@ -267,9 +290,40 @@ mod tests {
         }
     }
 
+    /// Before: another server's 404 page, whole and on many lines, naming
+    /// no URL (`not found: <!DOCTYPE HTML>\n<html lang="en">…`).
+    #[test]
+    fn a_reply_not_from_a_registry_names_the_url_on_one_line() {
+        let page = format!("<!DOCTYPE HTML>\n<html lang=\"en\">\n  <head>{}", "x".repeat(500));
+        let error = Error::from_reply(
+            "GET http://10.0.0.9/v1/status",
+            StatusCode::NOT_FOUND,
+            None,
+            page.as_bytes(),
+        );
+        let Error::NotFound { message } = &error else { panic!("{error:?}") };
+        assert!(
+            message.starts_with("GET http://10.0.0.9/v1/status: a reply that is not"),
+            "{message}"
+        );
+        assert!(message.contains("<!DOCTYPE HTML> <html lang=\"en\"> <head>x"), "{message}");
+        assert!(!message.contains('\n') && message.len() < 250, "{message}");
+        let empty = Error::from_reply("GET http://r/", StatusCode::BAD_GATEWAY, None, b"");
+        assert!(empty.to_string().ends_with("(empty body)"), "{empty}");
+        // The registry's own error body: its message alone, as before.
+        let own = Error::from_reply(
+            "GET http://r/v1/pools/x",
+            StatusCode::NOT_FOUND,
+            None,
+            br#"{"error":"not_found","message":"no such pool"}"#,
+        );
+        assert_eq!(own.to_string(), "not found: no such pool");
+    }
+
     #[test]
     fn statuses_and_bodies_map_to_kinds() {
-        let reply = |status, body: &[u8]| Error::from_reply(status, None, body);
+        let reply =
+            |status, body: &[u8]| Error::from_reply("GET http://r/v1/pools", status, None, body);
         let invalid = reply(
             StatusCode::UNPROCESSABLE_ENTITY,
             br#"{"error":"invalid_argument","message":"bad","field":"pool_key.namespace"}"#,
@@ -296,6 +350,7 @@ mod tests {
             Error::Conflict(Conflict::StaleGeneration { stored_generation: Some(7), .. })
         ));
         let unavailable = Error::from_reply(
+            "GET http://r/v1/pools",
             StatusCode::SERVICE_UNAVAILABLE,
             Some(Duration::from_secs(2)),
             b"not json from a proxy",

@@ -141,7 +141,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        match Error::from_reply(parts.status, retry_after, &reply) {
+        match Error::from_reply(&format!("GET {path}"), parts.status, retry_after, &reply) {
             Error::Invalid { status: StatusCode::GONE, .. } => Ok(Opened::Expired),
             Error::Invalid { code: ErrorCode::InvalidArgument, field: Some(field), .. }
                 if field == "watch" =>
