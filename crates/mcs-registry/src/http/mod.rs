@@ -205,8 +205,16 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     .into_response()
 }
 
-async fn not_found() -> ApiError {
-    ApiError::NotFound("no such route".into())
+async fn not_found(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(no_such_route(&method, uri.path()))
+}
+
+/// The `404` of a path no route serves, naming it (cut at 200 characters):
+/// a base URL given with a path of its own (`…/v1`) shows as `/v1/v1/…`.
+fn no_such_route(method: &axum::http::Method, path: &str) -> String {
+    let shown: String = path.chars().take(200).collect();
+    let cut = if shown.len() < path.len() { "…" } else { "" };
+    format!("no such route: {method} {shown}{cut} (see docs/api.md)")
 }
 
 async fn not_implemented() -> ApiError {

@@ -127,7 +127,21 @@ async fn unknown_routes_records_and_methods() {
         (bad_id.status, bad_id.body["field"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("pool_id"))
     );
-    assert_eq!(h.get("/v2/everything").await.status, StatusCode::NOT_FOUND);
+    // The path no route serves is named (before: `no such route` alone, so
+    // a base URL with a path of its own, `…/v1/v1/status`, went unseen).
+    let unrouted = h.get("/v1/v1/status").await;
+    assert_eq!(unrouted.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        unrouted.body["message"],
+        json!("no such route: GET /v1/v1/status (see docs/api.md)")
+    );
+    let long = h.get(&format!("/v2/{}", "a".repeat(300))).await;
+    let message = long.body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("no such route: GET /v2/aaa") && message.contains("a… (see"),
+        "{message}"
+    );
+    assert!(message.len() < 260, "{message}");
     let wrong = h.call(Method::PATCH, "/v1/pools", None, &[]).await;
     assert_eq!(wrong.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(wrong.body["message"].is_string());
