@@ -78,6 +78,66 @@ pub fn with_old_names(
     (command, notes)
 }
 
+/// `argv` (and the environment) matched against `command`, as
+/// `try_get_matches_from` does, except that a value refused from an
+/// environment variable is told as such: clap names the flag, which the
+/// user never typed (`invalid value 'abc' for '--refresh-interval-ms
+/// <REFRESH_INTERVAL_MS>'` when `MCS_REFRESH_INTERVAL_MS=abc`).
+pub fn matches(
+    mut command: clap::Command,
+    argv: Vec<OsString>,
+) -> Result<clap::ArgMatches, clap::Error> {
+    let typed: Vec<String> = argv.iter().filter_map(|a| a.to_str().map(str::to_owned)).collect();
+    command
+        .try_get_matches_from_mut(argv)
+        .map_err(|error| from_environment(error, &command, &typed))
+}
+
+/// `error`, naming the environment variable when the value it refuses came
+/// from one: its flag is not among `typed` and its variable is set.
+fn from_environment(error: clap::Error, command: &clap::Command, typed: &[String]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(error.kind(), ErrorKind::InvalidValue | ErrorKind::ValueValidation) {
+        return error;
+    }
+    let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
+        return error;
+    };
+    let long = shown.split_whitespace().next().unwrap_or_default().trim_start_matches("--");
+    let Some(arg) = find_long(command, long) else { return error };
+    let Some(variable) = arg.get_env().map(|v| v.to_string_lossy().into_owned()) else {
+        return error;
+    };
+    let flags: Vec<String> = std::iter::once(long)
+        .chain(arg.get_all_aliases().unwrap_or_default())
+        .map(|name| format!("--{name}"))
+        .collect();
+    let was_typed = typed.iter().any(|a| {
+        flags
+            .iter()
+            .any(|f| a == f || a.strip_prefix(f.as_str()).is_some_and(|r| r.starts_with('=')))
+    });
+    if was_typed || std::env::var_os(&variable).is_none() {
+        return error;
+    }
+    let text = error.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text).replacen(
+        &format!("'{shown}'"),
+        &format!("{variable} (set in the environment; the flag --{long})"),
+        1,
+    );
+    clap::Error::raw(error.kind(), text)
+}
+
+/// The argument of `command` or of any of its subcommands whose long flag
+/// is `long`.
+fn find_long<'a>(command: &'a clap::Command, long: &str) -> Option<&'a clap::Arg> {
+    command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .or_else(|| command.get_subcommands().find_map(|c| find_long(c, long)))
+}
+
 /// How a binary writes its log lines to stderr (`--log-format`,
 /// `MCS_LOG_FORMAT`), the same in the three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

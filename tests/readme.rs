@@ -185,3 +185,47 @@ fn every_binary_names_its_commit() {
         );
     }
 }
+
+/// Issue 23, item 2: an error caused by the environment names the
+/// variable. Before, a value refused from `MCS_…` named only the flag the
+/// user never typed: `invalid value 'abc' for '--storage-connect-timeout-secs
+/// <STORAGE_CONNECT_TIMEOUT_SECS>'`. Typed on the command line, the flag
+/// is named as before.
+#[test]
+fn a_value_refused_from_the_environment_names_its_variable() {
+    let bins = mcs_tests::controller_binaries!();
+    let admin = mcs_tests::binaries!().admin;
+    for (bin, args, variable, flag) in [
+        (&bins.registry, vec![], "MCS_REFRESH_INTERVAL_MS", "--refresh-interval-ms"),
+        (&bins.controller, vec!["--cluster-id", "a"], "MCS_LOG_FORMAT", "--log-format"),
+        (
+            &admin,
+            vec!["ls", "pools", "--table", "t"],
+            "MCS_STORAGE_CONNECT_TIMEOUT_SECS",
+            "--storage-connect-timeout-secs",
+        ),
+    ] {
+        let run = |typed: bool| {
+            let mut command = std::process::Command::new(bin);
+            command.args(&args).env(variable, "bogus");
+            if typed {
+                command.args([flag, "bogus"]);
+            }
+            let out = command.output().expect("runs");
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        let (code, stderr) = run(false);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "error: invalid value 'bogus' for {variable} (set in the environment; the flag {flag})"
+            )),
+            "{}: {stderr}",
+            bin.display()
+        );
+        let (code, stderr) = run(true);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("for '{flag} <")), "{}: {stderr}", bin.display());
+        assert!(!stderr.contains(variable), "{stderr}");
+    }
+}

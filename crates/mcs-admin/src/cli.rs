@@ -38,6 +38,18 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The process's flags and environment, as [`Parser::parse`] reads them
+    /// (exiting 2 on an error), a value refused from an environment
+    /// variable told as the variable's (`shared_cli::matches`).
+    pub fn from_command_line() -> Self {
+        use clap::{CommandFactory, FromArgMatches};
+        crate::shared_cli::matches(Self::command(), std::env::args_os().collect())
+            .and_then(|matches| Self::from_arg_matches(&matches))
+            .unwrap_or_else(|e| e.exit())
+    }
+}
+
 /// Flags every subcommand takes; they may come before or after it.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {

@@ -69,7 +69,7 @@ impl Cli {
     pub fn try_parse_with_old_names(argv: Vec<OsString>) -> Result<Self, clap::Error> {
         use clap::{CommandFactory, FromArgMatches};
         let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
-        let mut cli = Self::from_arg_matches(&command.try_get_matches_from(argv)?)?;
+        let mut cli = Self::from_arg_matches(&crate::shared_cli::matches(command, argv)?)?;
         cli.renamed = renamed;
         Ok(cli)
     }

@@ -372,7 +372,7 @@ impl Args {
     pub fn try_parse_with_old_names(argv: Vec<std::ffi::OsString>) -> Result<Self, clap::Error> {
         use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
         let (command, renamed) = with_old_names(Self::command(), RENAMED, &argv);
-        let matches = command.try_get_matches_from(argv)?;
+        let matches = crate::shared_cli::matches(command, argv)?;
         let mut args = Self::from_arg_matches(&matches)?;
         args.renamed = renamed;
         args.from_environment = DYNAMODB_ONLY
