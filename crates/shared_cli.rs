@@ -78,6 +78,16 @@ pub fn with_old_names(
     (command, notes)
 }
 
+/// A listen address (`--listen`, `--admin-listen`): `IP:PORT`. clap's own
+/// refusal says only `invalid socket address syntax`, not the form.
+pub fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
+    value.parse().map_err(|_| {
+        "expected IP:PORT, e.g. 0.0.0.0:8080, 127.0.0.1:8080 or [::]:8080 (an address: a \
+         host name such as localhost is not resolved)"
+            .to_owned()
+    })
+}
+
 /// `argv` (and the environment) matched against `command`, as
 /// `try_get_matches_from` does, except that a value refused from an
 /// environment variable is told as such: clap names the flag, which the

@@ -229,3 +229,54 @@ fn a_value_refused_from_the_environment_names_its_variable() {
         assert!(!stderr.contains(variable), "{stderr}");
     }
 }
+
+/// What a new user mistypes: a host name where an address is expected
+/// (before: `invalid socket address syntax`, no form), and a file that is
+/// not there (before: its cause twice, `…: No such file or directory (os
+/// error 2): No such file or directory (os error 2)`).
+#[test]
+fn a_listen_host_name_and_a_missing_file_are_told_once_with_the_form() {
+    let bins = mcs_tests::controller_binaries!();
+    let run = |bin: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(bin)
+            .args(args)
+            .env_remove("MCS_LISTEN")
+            .env_remove("MCS_ADMIN_LISTEN")
+            .output()
+            .expect("runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (bin, flag) in [
+        (&bins.registry, "--listen"),
+        (&bins.registry, "--admin-listen"),
+        (&bins.controller, "--admin-listen"),
+    ] {
+        let (code, stderr) = run(bin, &[flag, "localhost:8080"]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("'localhost:8080' for '{flag} <")), "{stderr}");
+        assert!(stderr.contains("expected IP:PORT, e.g. 0.0.0.0:8080"), "{stderr}");
+    }
+    let missing = "/nonexistent/mcs-readme-test.crt";
+    let (code, stderr) = run(
+        &bins.registry,
+        &[
+            "--tls-cert-file",
+            missing,
+            "--tls-key-file",
+            missing,
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!(
+            "mcs-registry: reading --tls-cert-file {missing}: No such file or directory (os error 2)"
+        ),
+        "{stderr}"
+    );
+}

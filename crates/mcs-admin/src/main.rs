@@ -16,7 +16,7 @@ async fn main() -> ExitCode {
         Ok(Exit::Problem) => ExitCode::FAILURE,
         Err(Failure::Usage(error)) => error.exit(),
         Err(Failure::Failed(error)) => {
-            tracing::error!("mcs-admin: {error:#}");
+            tracing::error!("mcs-admin: {}", mcs_api::chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

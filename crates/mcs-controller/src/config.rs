@@ -264,7 +264,7 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
-    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9091")]
+    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9091", value_parser = crate::shared_cli::listen_address)]
     pub admin_listen: SocketAddr,
     /// Namespace of the leader-election Lease; else the pod's own
     /// (`POD_NAMESPACE` or the service account's), else `default`.

@@ -40,7 +40,7 @@ async fn main() -> ExitCode {
     };
     match mcs_controller::run::run(config).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(args.log_format, &format!("{error:#}"), 1),
+        Err(error) => fail(args.log_format, &mcs_api::chain(error.as_ref()), 1),
     }
 }
 

@@ -99,11 +99,11 @@ pub const VERSION: &str =
 #[command(name = "mcs-registry", version = VERSION, about)]
 pub struct Args {
     /// Address of the HTTP API.
-    #[arg(long, env = "MCS_LISTEN", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "MCS_LISTEN", default_value = "0.0.0.0:8080", value_parser = crate::shared_cli::listen_address)]
     pub listen: SocketAddr,
 
     /// Address of /metrics, /healthz and /readyz for operators.
-    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9090")]
+    #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9090", value_parser = crate::shared_cli::listen_address)]
     pub admin_listen: SocketAddr,
 
     /// Storage backend.

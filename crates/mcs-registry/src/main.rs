@@ -15,7 +15,7 @@ async fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Err(error) = mcs_registry::server::init_tracing(&args) {
-        return fail(args.log_format, &format!("{error:#}"), 2);
+        return fail(args.log_format, &mcs_api::chain(error.as_ref()), 2);
     }
     let settings = match Settings::from_args(&args) {
         Ok(settings) => settings,
@@ -24,7 +24,7 @@ async fn main() -> ExitCode {
     let format = args.log_format;
     match mcs_registry::run(args, settings).await {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(format, &format!("{error:#}"), 1),
+        Err(error) => fail(format, &mcs_api::chain(error.as_ref()), 1),
     }
 }
 
