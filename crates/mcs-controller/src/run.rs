@@ -27,6 +27,11 @@ pub const SERVER_STOP: Duration = Duration::from_secs(1);
 
 /// Runs until SIGTERM/SIGINT (`Ok`) or a failure (`Err`).
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    // Built first, so that a registry configuration it refuses (a TLS file
+    // missing or invalid) stops the start before any cluster is touched.
+    mcs_client::Client::new(config.registry.clone()).map_err(|e| {
+        anyhow::anyhow!("--registry-url and its --registry-*-file flags: {}", mcs_api::chain(&e))
+    })?;
     let handle = crate::metrics::install();
     let listener = health::bind(config.admin_listen).await?;
     tracing::info!(metrics = %listener.local_addr()?, "mcs-controller listening");
@@ -54,8 +59,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         identity::resolve_cluster_id(config.cluster_id.as_deref(), property.as_deref())?;
     health::saw_api_server();
     tracing::info!(cluster = %cluster_id, "cluster identity");
-    // Built here so that a configuration it refuses stops the start.
-    mcs_client::Client::new(config.registry.clone())?;
 
     let election = Election {
         namespace: config.lease_namespace.clone().unwrap_or_else(leader::default_namespace),

@@ -135,3 +135,30 @@ fn the_plugin_names_the_unreachable_api_server_with_the_cause() {
     assert!(stderr.contains("Connection refused"), "the cause: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// A registry CA file that is not there stops the start at once, naming
+/// it, before any cluster is touched. Before, the controller went on to
+/// the API server and, with none configured, exited on that instead
+/// (`finding the Kubernetes API server: failed to infer config…`); with
+/// one, only after reading its ClusterProperty.
+#[test]
+fn a_missing_registry_ca_file_stops_the_start_naming_it() {
+    let (code, _, stderr) = run(&[
+        "--cluster-id",
+        "east",
+        "--registry-url",
+        "https://registry:8443",
+        "--registry-ca-file",
+        "/nonexistent/mcs-ca.pem",
+        "--admin-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("mcs-controller: --registry-url and its --registry-*-file flags: "),
+        "{stderr}"
+    );
+    assert!(last.contains("/nonexistent/mcs-ca.pem") && last.contains("No such file"), "{stderr}");
+    assert!(!stderr.contains("Kubernetes"), "{stderr}");
+}
