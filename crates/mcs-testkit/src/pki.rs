@@ -180,13 +180,13 @@ impl Leaf {
 pub struct Dir(PathBuf);
 
 impl Dir {
-    /// A new directory whose name starts with `name`.
+    /// A new directory whose name starts with `name`, its own even when
+    /// tests of one process make theirs in the same instant: the clock
+    /// alone gave two of them one name, and the first to finish removed
+    /// the other's files (`mcs-client/tests/tls.rs` failed so in CI).
     pub fn new(name: &str) -> Self {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("mcs-tls-{name}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = std::env::temp_dir().join(crate::dynamo::unique_name(&format!("mcs-tls-{name}")));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         Self(dir)
     }
 
