@@ -212,12 +212,18 @@ fn the_old_names_of_renamed_flags_still_work() {
         assert!(error.contains("--registry-client-cert-file"), "{args:?} {env:?}: {error}");
         assert!(!error.contains("unexpected argument"), "{error}");
     }
-    for (args, env) in [
-        (&["--metrics-listen", "not-an-address"][..], &[][..]),
-        (&[], &[("MCS_METRICS_LISTEN", "not-an-address")]),
+    // A value refused names what the user set: the flag typed (old or
+    // new, as one), or the old variable, with the flag it stands for.
+    for (args, env, named) in [
+        (&["--metrics-listen", "not-an-address"][..], &[][..], "'--admin-listen"),
+        (
+            &[],
+            &[("MCS_METRICS_LISTEN", "not-an-address")],
+            "MCS_METRICS_LISTEN (set in the environment; the flag --admin-listen)",
+        ),
     ] {
         let error = stderr(&controller, args, env);
-        assert!(error.contains("invalid value 'not-an-address' for '--admin-listen"), "{error}");
+        assert!(error.contains(&format!("invalid value 'not-an-address' for {named}")), "{error}");
     }
     // The new variable wins over the old one.
     let error = stderr(
