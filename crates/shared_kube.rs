@@ -1,12 +1,29 @@
-//! What a failed Kubernetes watch tells an operator, the same in the
-//! controller's watches and the registry's pool discovery (both include
-//! this file, as they do `shared_cli.rs`).
+//! What a Kubernetes API error tells an operator, the same in the
+//! controller and the registry's pool discovery (both include this file,
+//! as they do `shared_cli.rs`).
 
 use kube::Resource;
+use kube::core::Status;
 use kube::runtime::watcher;
 
 /// The API group of the MCS CRDs (ServiceExport, ServiceImport).
 const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// An API server's refusal as its message and code, e.g. `forbidden: …
+/// (403)`: kube's own text repeats the whole `Status`.
+pub fn refusal(status: &Status) -> String {
+    format!("{} ({})", status.message, status.code)
+}
+
+/// A Kubernetes client error for a log line or a message: a refusal as
+/// [`refusal`] tells it, anything else with its cause chain.
+#[allow(dead_code)] // the registry tells watch failures only
+pub fn kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => refusal(status),
+        other => mcs_api::chain(other),
+    }
+}
 
 /// What a failed watch of `K` tells an operator: an API server's refusal
 /// as its message and code (kube's text repeats the whole status), any
@@ -20,7 +37,7 @@ pub fn watch_failure<K: Resource<DynamicType = ()>>(error: &watcher::Error) -> S
         watcher::Error::WatchError(status) => status,
         other => return mcs_api::chain(other),
     };
-    let refused = format!("{} ({})", status.message, status.code);
+    let refused = refusal(status);
     if status.code != 404 {
         return refused;
     }

@@ -91,7 +91,7 @@ pub enum Error {
         reason: String,
     },
     /// The API server refused or could not be reached.
-    #[error("ConfigMap {target}: {}", reason(source))]
+    #[error("ConfigMap {target}: {}", crate::shared_kube::kube_error(source))]
     Kube {
         /// The ConfigMap.
         target: Box<Target>,
@@ -111,15 +111,6 @@ impl Error {
             self,
             Self::NotFound(_) | Self::NoKey(_) | Self::Corefile { .. } | Self::Record { .. }
         )
-    }
-}
-
-/// The API server's own message for a refusal (the client's display of
-/// one repeats it with the whole Status), else the client's error.
-fn reason(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.code),
-        other => mcs_api::chain(other),
     }
 }
 

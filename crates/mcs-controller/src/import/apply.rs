@@ -404,7 +404,7 @@ async fn apply_status(
 /// code (kube's own text repeats the whole status), anything else whole.
 pub(crate) fn brief(error: &anyhow::Error) -> String {
     match error.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        Some(kube::Error::Api(status)) => crate::shared_kube::refusal(status),
         _ => format!("{error:#}"),
     }
 }
