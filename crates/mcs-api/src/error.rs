@@ -120,13 +120,11 @@ impl std::error::Error for FieldError {}
 /// the AWS SDK's errors do).
 pub fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
     let mut kept: Vec<String> = Vec::new();
-    let mut next = Some(error);
-    while let Some(e) = next {
+    for e in std::iter::successors(Some(error), |&e| e.source()) {
         let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
         if !text.is_empty() && !kept.iter().any(|k| k.contains(&text)) {
             kept.push(text);
         }
-        next = e.source();
     }
     kept
 }

@@ -88,12 +88,7 @@ pub(crate) struct AtUrl {
 
 fn transport_message(error: &(dyn std::error::Error + 'static)) -> String {
     let message = mcs_api::chain(error);
-    let mut tls = None;
-    let mut next = Some(error);
-    while let (None, Some(e)) = (tls, next) {
-        tls = rustls_error(e);
-        next = e.source();
-    }
+    let tls = std::iter::successors(Some(error), |&e| e.source()).find_map(rustls_error);
     match tls.and_then(tls_hint) {
         Some(hint) => format!("{message} (hint: {hint})"),
         None => message,

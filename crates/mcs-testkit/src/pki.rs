@@ -181,9 +181,11 @@ pub struct Dir(PathBuf);
 
 impl Dir {
     /// A new directory whose name starts with `name`, its own even when
-    /// tests of one process make theirs in the same instant: the clock
-    /// alone gave two of them one name, and the first to finish removed
-    /// the other's files (`mcs-client/tests/tls.rs` failed so in CI).
+    /// tests of one process make theirs in the same instant (a counter, not
+    /// the clock alone: two of `mcs-client/tests/tls.rs` once failed in CI
+    /// with their directory removed under them, most likely by another
+    /// test given the same name), and created exclusively, so that a name
+    /// shared all the same fails loudly.
     pub fn new(name: &str) -> Self {
         let dir = std::env::temp_dir().join(crate::dynamo::unique_name(&format!("mcs-tls-{name}")));
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));

@@ -142,12 +142,8 @@ pub(crate) fn code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> Option<&
 /// off EC2 included), else the provider's own error.
 pub fn cause(err: &(dyn Error + 'static)) -> String {
     let parts = mcs_api::causes(err);
-    let mut credentials: Option<&CredentialsError> = None;
-    let mut next = Some(err);
-    while let (None, Some(e)) = (credentials, next) {
-        credentials = e.downcast_ref::<CredentialsError>();
-        next = e.source();
-    }
+    let credentials = std::iter::successors(Some(err), |&e| e.source())
+        .find_map(|e| e.downcast_ref::<CredentialsError>());
     match credentials {
         Some(CredentialsError::CredentialsNotLoaded(_)) => NO_CREDENTIALS.to_owned(),
         Some(_) if parts.iter().any(|p| p.contains("IMDS")) => {
