@@ -52,6 +52,12 @@ impl Client {
             .base_url
             .parse()
             .map_err(|e| Error::Config(format!("base url {:?}: {e}", config.base_url)))?;
+        // The form named when the scheme is wrong: what this client accepts.
+        let expected = if config.allow_insecure_http {
+            "http://HOST[:PORT] or https://HOST[:PORT]"
+        } else {
+            "https://HOST[:PORT]"
+        };
         match uri.scheme_str() {
             Some("https") => {}
             Some("http") if config.allow_insecure_http => {}
@@ -63,13 +69,13 @@ impl Client {
             }
             Some(other) => {
                 return Err(Error::Config(format!(
-                    "base url {:?} is {other}://: expected https://HOST[:PORT]",
+                    "base url {:?} is {other}://: expected {expected}",
                     config.base_url
                 )));
             }
             None => {
                 return Err(Error::Config(format!(
-                    "base url {:?} has no scheme: expected https://HOST[:PORT]",
+                    "base url {:?} has no scheme: expected {expected}",
                     config.base_url
                 )));
             }

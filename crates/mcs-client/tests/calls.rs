@@ -171,7 +171,23 @@ async fn a_url_without_https_names_itself_and_the_form_expected() {
         let Error::Config(message) = &error else { panic!("{error:?}") };
         assert!(message.contains(url) && message.contains(what), "{message}");
         assert!(message.contains("expected https://HOST[:PORT]"), "{message}");
+        assert!(!message.contains("http://HOST"), "plain http is not allowed here: {message}");
     }
+}
+
+/// Before: a client that allows plain http (mcs-admin status against the
+/// embedded default) said `expected https://HOST[:PORT]` for
+/// `127.0.0.1:8080`, naming a form that was not the only one it takes.
+#[tokio::test]
+async fn a_url_without_a_scheme_names_plain_http_where_it_is_allowed() {
+    let mut config = ClientConfig::new("127.0.0.1:8080");
+    config.allow_insecure_http = true;
+    let error = Client::new(config).unwrap_err();
+    let Error::Config(message) = &error else { panic!("{error:?}") };
+    assert!(
+        message.contains("has no scheme: expected http://HOST[:PORT] or https://HOST[:PORT]"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

@@ -28,11 +28,12 @@ pub(super) async fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Resul
     Ok(if status.is_critical() { Exit::Problem } else { Exit::Ok })
 }
 
-/// A client of the registry `args` name: plain `http` only when the URL
-/// says so (the embedded default on loopback), retries for 5 s.
+/// A client of the registry `args` name, retries for 5 s. Plain `http` is
+/// taken as the URL says (the embedded default on loopback), so a URL
+/// without a scheme is refused naming both forms.
 pub(super) fn client(args: &RegistryArgs) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(args.registry.clone());
-    config.allow_insecure_http = args.registry.starts_with("http://");
+    config.allow_insecure_http = !args.registry.starts_with("https://");
     config.retry_deadline = Duration::from_secs(5);
     config.tls = args.registry_ca.as_ref().map(|ca| TlsFiles {
         ca_bundle: ca.clone(),
@@ -197,6 +198,23 @@ pub(crate) fn report(status: &Status, colour: bool) -> String {
 mod tests {
     use super::*;
     use mcs_api::status::*;
+
+    /// Before: `127.0.0.1:8080` was refused with `expected https://HOST[:PORT]`,
+    /// though `http://127.0.0.1:8080` (the embedded default) is taken.
+    #[test]
+    fn a_registry_url_without_a_scheme_is_refused_naming_both_forms() {
+        let args = |url: &str| RegistryArgs {
+            registry: url.into(),
+            registry_ca: None,
+            registry_client_cert: None,
+            registry_client_key: None,
+        };
+        let error = client(&args("127.0.0.1:8080")).unwrap_err().to_string();
+        assert!(error.starts_with("--registry: "), "{error}");
+        assert!(error.contains("expected http://HOST[:PORT] or https://HOST[:PORT]"), "{error}");
+        assert!(client(&args("http://127.0.0.1:8080")).is_ok());
+        assert!(client(&args("https://registry.example:8080")).is_ok());
+    }
 
     /// mcs-api's healthy document, in a hold, with a conflict.
     fn status() -> Status {
