@@ -23,8 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// kubectl-mcs: the Multi-Cluster Services objects of a cluster, as
 /// mcs-controller keeps them (`kubectl mcs status`).
+// Its help is the comment above (not the package's description, which is
+// the controller's), and its usage reads as kubectl runs it.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "kubectl-mcs", version = crate::config::VERSION, about)]
+#[command(name = "kubectl-mcs", bin_name = "kubectl mcs", version = crate::config::VERSION)]
 pub struct PluginCli {
     /// What to show.
     #[command(subcommand)]

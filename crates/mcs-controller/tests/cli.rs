@@ -136,6 +136,25 @@ fn the_plugin_names_the_unreachable_api_server_with_the_cause() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
+/// The plugin's help is its own. Before, `kubectl mcs --help` opened with
+/// the controller's description ("The Kubernetes half of Multi-Cluster
+/// Services: exports ServiceExports…") and its usage read `kubectl-mcs`.
+#[test]
+fn the_plugins_help_describes_the_plugin_as_kubectl_runs_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-mcs")).arg("--help").output().expect("runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{help}");
+    assert!(
+        help.starts_with("kubectl-mcs: the Multi-Cluster Services objects of a cluster"),
+        "{help}"
+    );
+    assert!(!help.contains("The Kubernetes half"), "the controller's description: {help}");
+    assert!(
+        help.contains("keeps them (`kubectl mcs status`)\n\nUsage: kubectl mcs <COMMAND>"),
+        "{help}"
+    );
+}
+
 /// A registry CA file that is not there stops the start at once, naming
 /// it, before any cluster is touched. Before, the controller went on to
 /// the API server and, with none configured, exited on that instead
