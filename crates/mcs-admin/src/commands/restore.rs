@@ -333,15 +333,24 @@ pub(crate) fn parse(
             header.version
         );
     }
-    let trailer =
-        rest.split_last().filter(|(last, _)| field(last.1, "end").as_deref() == Some(FORMAT));
-    let Some((last, body)) = trailer else {
+    // The first trailer ends the dump; a line after it is refused, named.
+    let end = rest.iter().position(|(_, line)| field(line, "end").as_deref() == Some(FORMAT));
+    let Some((body, [last, after @ ..])) = end.map(|end| rest.split_at(end)) else {
         anyhow::bail!(
             "the dump is truncated: it does not end with the trailer line mcs-admin dump writes \
              last ({} records read); nothing was written",
             rest.len()
         );
     };
+    if let Some((n, line)) = after.first() {
+        let shown: String = line.chars().take(80).collect();
+        anyhow::bail!(
+            "line {n} follows the dump's trailer (line {}), which mcs-admin dump writes last: \
+             {shown:?}; something else was written into the file (its standard error, a \
+             second dump?); nothing was written",
+            last.0
+        );
+    }
     let trailer: Trailer = serde_json::from_str(last.1)
         .with_context(|| format!("line {} is not a dump trailer", last.0))?;
     let records = records(body)?;

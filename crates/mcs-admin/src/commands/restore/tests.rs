@@ -35,6 +35,26 @@ fn a_truncated_dump_is_refused() {
     let lost = format!("{}\n{}\n{}\n", all[0], all[1], all[3]);
     let err = parse(&lost, false).unwrap_err().to_string();
     assert!(err.contains("its trailer counts 2 records, 1 were read"), "{err}");
+    // A line after the trailer. Before: "the dump is truncated: it does not
+    // end with the trailer line … (3 records read)" for a dump whole but
+    // for dump's own standard error appended (`> file 2>&1`), and
+    // "line 4 is not a record" (the trailer) for two dumps in one file.
+    let appended = format!("{text}mcs-admin: dumped 2 records (2 items read) from t\n");
+    let err = parse(&appended, false).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "line 5 follows the dump's trailer (line 4), which mcs-admin dump writes last: \
+             \"mcs-admin: dumped 2 records"
+        ),
+        "{err}"
+    );
+    let twice = format!("{text}{text}");
+    let err = parse(&twice, false).unwrap_err().to_string();
+    assert!(err.starts_with("line 5 follows the dump's trailer (line 4)"), "{err}");
+    assert!(err.ends_with("; nothing was written"), "{err}");
+    let long = format!("{text}{}\n", "x".repeat(500));
+    let err = parse(&long, false).unwrap_err().to_string();
+    assert!(err.contains(&format!("\"{}\"", "x".repeat(80))) && err.len() < 300, "{err}");
     // Headerless (an older dump): refused, unless asked for.
     let old = lines(&records).unwrap();
     let err = parse(&old, false).unwrap_err().to_string();
