@@ -30,13 +30,29 @@ pub fn kube_error(error: &kube::Error) -> String {
 /// other failure with its cause chain; and for a kind the API server does
 /// not serve (404), that its CRD is missing and how to install ours.
 pub fn watch_failure<K: Resource<DynamicType = ()>>(error: &watcher::Error) -> String {
-    let status = match error {
+    match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status,
-        watcher::Error::WatchError(status) => status,
-        other => return mcs_api::chain(other),
-    };
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => refused_about::<K>(status),
+        other => mcs_api::chain(other),
+    }
+}
+
+/// What a failed request about `K` (a list, a get) tells an operator: as
+/// [`watch_failure`] tells a watch's.
+#[allow(dead_code)] // the registry tells watch failures only
+pub fn request_failure<K: Resource<DynamicType = ()>>(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => refused_about::<K>(status),
+        other => mcs_api::chain(other),
+    }
+}
+
+/// A refusal of a request about `K`: [`refusal`], and for a kind the API
+/// server does not serve (404), that its CRD is missing and how to install
+/// ours.
+fn refused_about<K: Resource<DynamicType = ()>>(status: &Status) -> String {
     let refused = refusal(status);
     if status.code != 404 {
         return refused;

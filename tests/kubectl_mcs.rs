@@ -31,6 +31,20 @@ fn plugin(kubeconfig: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 async fn status_shows_the_leader_exports_and_imports_of_a_context_and_compares_contexts() {
     let Some(env) = K8sEnv::start("kubectl-mcs").await else { return };
     let kube = env.client().await;
+    // Without the CRDs: one line naming what is missing and how to install
+    // it. Before: kube's text, `ApiError: 404 page not found: Failed to
+    // parse error data (Status { status: Some(Failure), code: 404, … })`.
+    let (code, _, err) = plugin(env.kubeconfig(), &["status"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "): 404 page not found (404): the API server does not serve \
+             serviceexports.multicluster.x-k8s.io (v1beta1): install the CRDs (`mcs-controller crds"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("Status {"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
     install_crds(&kube).await;
     ensure_namespace(&kube, SYSTEM_NAMESPACE).await;
     ensure_namespace(&kube, "llm").await;

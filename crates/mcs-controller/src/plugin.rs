@@ -13,6 +13,7 @@
 
 use crate::crd::{ServiceExport, ServiceImport};
 use crate::leader::INCARNATION_ANNOTATION;
+use crate::shared_kube::{self, request_failure};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -152,7 +153,9 @@ pub async fn gather(
 ) -> anyhow::Result<ClusterView> {
     let leases: Api<Lease> = Api::all(client.clone());
     let by_name = ListParams::default().fields(&format!("metadata.name={lease_name}"));
-    let leader = leases.list(&by_name).await?.items.into_iter().next().map(|lease| {
+    let listed = leases.list(&by_name).await;
+    let leases = listed.map_err(|e| anyhow::anyhow!(shared_kube::kube_error(&e)))?;
+    let leader = leases.items.into_iter().next().map(|lease| {
         let meta = &lease.metadata;
         let spec = lease.spec.unwrap_or_default();
         Leader {
@@ -172,8 +175,11 @@ pub async fn gather(
     });
     let exports: Api<ServiceExport> = Api::all(client.clone());
     let imports: Api<ServiceImport> = Api::all(client);
-    let exports = exports.list(&ListParams::default()).await?.items;
-    let imports = imports.list(&ListParams::default()).await?.items;
+    // A cluster without the CRDs is told so, with how to install them.
+    let listed = exports.list(&ListParams::default()).await;
+    let exports = listed.map_err(|e| anyhow::anyhow!(request_failure::<ServiceExport>(&e)))?.items;
+    let listed = imports.list(&ListParams::default()).await;
+    let imports = listed.map_err(|e| anyhow::anyhow!(request_failure::<ServiceImport>(&e)))?.items;
     Ok(ClusterView {
         context: context.to_owned(),
         leader,
