@@ -599,6 +599,21 @@ async fn registry_outage_deletes_nothing_and_a_stopped_cluster_loses_only_its_sl
         })
         .await;
     }
+    // The importer's WARN names the registry and why it is unreachable.
+    // Before: `registry unreachable: keeping every import error=no answer
+    // within 10 s` (its bound cancelled the call, and the refused
+    // connection its retries saw was lost).
+    let unreachable = async || -> Option<String> {
+        let log = world.cluster("west").controllers[0].log();
+        log.into_iter().find(|l| l.contains("registry unreachable: keeping every import"))
+    };
+    eventually(WITHIN, "the importer warns that the registry is unreachable", async || {
+        unreachable().await.is_some()
+    })
+    .await;
+    let line = unreachable().await.unwrap_or_default();
+    assert!(line.contains(&world.registry_url()), "the registry's URL: {line}");
+    assert!(line.contains("Connection refused"), "the cause: {line}");
     world.start_registry().await;
     {
         let west = world.cluster("west");

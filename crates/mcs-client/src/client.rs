@@ -16,7 +16,7 @@ use mcs_api::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A typed client of the registry's API; cheap to clone (one connection
@@ -38,6 +38,10 @@ struct Inner {
     base: String,
     config: ClientConfig,
     transport: Transport,
+    /// The last error a retry followed, with its cause chain; cleared by a
+    /// success. What [`Client::gave_up`] tells when a caller's own bound
+    /// cancels a call between retries.
+    last_retried: Mutex<Option<String>>,
 }
 
 /// One reply to a list request: the list and its `ETag`, or `None` for a
@@ -85,12 +89,34 @@ impl Client {
         }
         let base = config.base_url.trim_end_matches('/').to_owned();
         let transport = Transport::new(config.clone())?;
-        Ok(Self { inner: Arc::new(Inner { base, config, transport }) })
+        let last_retried = Mutex::new(None);
+        Ok(Self { inner: Arc::new(Inner { base, config, transport, last_retried }) })
     }
 
     /// The configuration the client was built with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// The error for a call its caller gave up on after `within` (a bound
+    /// of its own, shorter than the retries'): a transport error naming the
+    /// registry and, when a try failed since the last success, the last
+    /// failure with its cause (a refused connection, a 503), which the
+    /// cancelled call could no longer return. That failure may be another
+    /// call's, as it says: calls share the client.
+    pub fn gave_up(&self, within: Duration) -> Error {
+        let secs = within.as_secs_f64();
+        let base = &self.inner.base;
+        let last = self.inner.last_retried.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        Error::Transport(
+            match last {
+                Some(last) => {
+                    format!("no answer from {base} within {secs} s; its last failure (of any call): {last}")
+                }
+                None => format!("no answer from {base} within {secs} s"),
+            }
+            .into(),
+        )
     }
 
     /// `POST /v1/pools`: registers (or renews) a pool.
@@ -349,12 +375,20 @@ impl Client {
     {
         let deadline = Instant::now() + self.inner.config.retry_deadline;
         let mut attempts = Attempts::new(self.inner.config.backoff);
+        let last_retried = |error: Option<&Error>| {
+            *self.inner.last_retried.lock().unwrap_or_else(PoisonError::into_inner) =
+                error.map(|e| mcs_api::chain(e));
+        };
         loop {
             let error = match attempt().await {
-                Ok(reply) => return Ok(reply),
+                Ok(reply) => {
+                    last_retried(None);
+                    return Ok(reply);
+                }
                 Err(error) if error.is_retryable() => error,
                 Err(error) => return Err(error),
             };
+            last_retried(Some(&error));
             let delay = attempts.delay(error.retry_after());
             if Instant::now() + delay > deadline {
                 return Err(error);

@@ -245,3 +245,35 @@ async fn a_write_the_fence_refuses_is_not_sent_and_reads_still_are() {
     assert_eq!(fake.writes_seen(), sent, "nothing sent once fenced");
     assert!(c.exports().await.unwrap().complete, "reads are not fenced");
 }
+
+/// A caller that bounds a call below the retries' deadline (the controller
+/// does: 5 s for an export, 10 s for its probe) cancels it between
+/// retries, and the refused connection the retries saw was lost: the controller logged `registry unreachable:
+/// keeping every import error=no answer within 10 s`, naming neither the
+/// registry nor why. `gave_up` names both.
+#[tokio::test]
+async fn a_call_given_up_by_its_caller_names_the_registry_and_the_last_failure() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut config = ClientConfig::new(url.clone());
+    config.allow_insecure_http = true;
+    config.retry_deadline = std::time::Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+    let bound = std::time::Duration::from_millis(700);
+    assert_eq!(
+        client.gave_up(bound).to_string(),
+        format!("transport: no answer from {url} within 0.7 s"),
+        "nothing tried yet"
+    );
+    assert!(tokio::time::timeout(bound, client.imports()).await.is_err(), "still retrying");
+    let message = mcs_api::chain(&client.gave_up(bound));
+    assert!(
+        message.starts_with(&format!(
+            "transport: no answer from {url} within 0.7 s; its last failure (of any call): "
+        )),
+        "{message}"
+    );
+    assert!(message.contains(&format!("GET {url}/v1/imports")), "{message}");
+    assert!(message.contains("Connection refused"), "{message}");
+}

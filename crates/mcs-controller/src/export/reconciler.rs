@@ -146,7 +146,7 @@ impl Exporter {
         mut req: ExportRequest,
     ) -> Result<ExportAccepted, mcs_client::Error> {
         req.incarnation = Some(self.ctx.incarnation.clone());
-        bounded(async {
+        bounded(&self.ctx.registry, async {
             let mut retried = false;
             loop {
                 req.generation = Some(self.next_generation());
@@ -169,7 +169,7 @@ impl Exporter {
 
     /// Withdraws the export; one the registry does not know is gone already.
     async fn withdraw(&self, key: &ExportKey) -> Result<(), mcs_client::Error> {
-        bounded(async {
+        bounded(&self.ctx.registry, async {
             let mut retried = false;
             loop {
                 let w = Withdrawal {
@@ -364,15 +364,16 @@ fn sweep_targets(
     orphans.into_iter().chain(later.iter().cloned()).collect()
 }
 
-/// `call`, given up after [`REGISTRY_CALL_BOUND`] as a transport error
-/// (retried like one).
+/// `call` to `registry`, given up after [`REGISTRY_CALL_BOUND`] as a
+/// transport error (retried like one) naming the registry and the last
+/// failure its retries saw.
 async fn bounded<T>(
+    registry: &mcs_client::Client,
     call: impl Future<Output = Result<T, mcs_client::Error>>,
 ) -> Result<T, mcs_client::Error> {
-    tokio::time::timeout(REGISTRY_CALL_BOUND, call).await.unwrap_or_else(|_| {
-        let message = format!("no answer within {} s", REGISTRY_CALL_BOUND.as_secs());
-        Err(mcs_client::Error::Transport(message.into()))
-    })
+    tokio::time::timeout(REGISTRY_CALL_BOUND, call)
+        .await
+        .unwrap_or_else(|_| Err(registry.gave_up(REGISTRY_CALL_BOUND)))
 }
 
 fn id_of(se: &ServiceExport) -> Id {

@@ -167,8 +167,8 @@ async fn probe(
         let answered = tokio::select! {
             _ = cancel.cancelled() => return,
             listed = tokio::time::timeout(PROBE_TIMEOUT, registry.imports()) => match listed {
-                Ok(listed) => listed.map(|_| ()).map_err(|e| e.to_string()),
-                Err(_) => Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
+                Ok(listed) => listed.map(|_| ()).map_err(|e| mcs_api::chain(&e)),
+                Err(_) => Err(mcs_api::chain(&registry.gave_up(PROBE_TIMEOUT))),
             },
         };
         if tx.send(answered).await.is_err() {
