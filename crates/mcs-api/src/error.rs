@@ -121,12 +121,18 @@ impl std::error::Error for FieldError {}
 pub fn causes(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
     let mut kept: Vec<String> = Vec::new();
     for e in std::iter::successors(Some(error), |&e| e.source()) {
-        let text = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = one_line(&e.to_string());
         if !text.is_empty() && !kept.iter().any(|k| k.contains(&text)) {
             kept.push(text);
         }
     }
     kept
+}
+
+/// `text` on one line: every run of whitespace (newlines included) made
+/// one space, none at either end.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// [`causes`] joined with `: `, outermost first: `error` with its whole
@@ -140,6 +146,13 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 mod tests {
     use super::*;
     use crate::testutil::{parse, round_trip};
+
+    #[test]
+    fn one_line_makes_every_run_of_whitespace_one_space() {
+        assert_eq!(one_line("  <html>\n  <head>\t x </head>\r\n"), "<html> <head> x </head>");
+        assert_eq!(one_line("plain"), "plain");
+        assert_eq!(one_line(" \n\t "), "");
+    }
 
     #[test]
     fn error_body_round_trips_with_and_without_details() {

@@ -24,7 +24,7 @@ mod service;
 pub mod status;
 
 pub use cluster::{Cluster, ClusterRegistered, ClusterRegistration};
-pub use error::{ErrorBody, ErrorCode, FieldError, causes, chain};
+pub use error::{ErrorBody, ErrorCode, FieldError, causes, chain, one_line};
 pub use event::{Bookmark, WatchEvent};
 pub use lease::Lease;
 pub use list::{ClusterList, ExportList, ImportList, PoolList, RouterList};

@@ -203,13 +203,7 @@ impl Error {
             Some(body) => body.message.clone(),
             None => {
                 let text = String::from_utf8_lossy(body);
-                let mut start: String = text
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .chars()
-                    .take(120)
-                    .collect();
+                let mut start: String = mcs_api::one_line(&text).chars().take(120).collect();
                 if start.is_empty() {
                     start = "(empty body)".into();
                 }
