@@ -22,7 +22,20 @@ pub struct Lease {
 #[derive(Deserialize)]
 struct LeaseWire {
     duration_secs: u64,
-    heartbeat_interval_secs: u64,
+    heartbeat_interval_secs: Interval,
+}
+
+/// A heartbeat interval, refused at its own field when zero (so that the
+/// error's path names `heartbeat_interval_secs`, not only the lease).
+#[derive(Deserialize)]
+#[serde(try_from = "u64")]
+struct Interval(u64);
+
+impl TryFrom<u64> for Interval {
+    type Error = &'static str;
+    fn try_from(secs: u64) -> Result<Self, Self::Error> {
+        if secs == 0 { Err("heartbeat_interval_secs must be above zero") } else { Ok(Self(secs)) }
+    }
 }
 
 impl Lease {
@@ -46,7 +59,7 @@ impl Lease {
 impl TryFrom<LeaseWire> for Lease {
     type Error = String;
     fn try_from(w: LeaseWire) -> Result<Self, String> {
-        Self::new(w.duration_secs, w.heartbeat_interval_secs)
+        Self::new(w.duration_secs, w.heartbeat_interval_secs.0)
     }
 }
 
@@ -70,6 +83,24 @@ mod tests {
                 format!(r#"{{"duration_secs":{duration},"heartbeat_interval_secs":{interval}}}"#);
             assert_eq!(parse::<Lease>(&json).is_ok(), ok, "{json}");
         }
+    }
+
+    /// A zero interval is the interval's own fault, named by its path (before:
+    /// the error named only `lease`).
+    #[test]
+    fn a_zero_interval_is_refused_at_its_own_field() {
+        let json = r#"{"lease":{"duration_secs":30,"heartbeat_interval_secs":0}}"#;
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Holder {
+            lease: Lease,
+        }
+        let error = serde_path_to_error::deserialize::<_, Holder>(
+            &mut serde_json::Deserializer::from_str(json),
+        )
+        .unwrap_err();
+        assert_eq!(error.path().to_string(), "lease.heartbeat_interval_secs");
+        assert!(error.inner().to_string().contains("must be above zero"), "{error}");
     }
 
     #[test]

@@ -57,6 +57,18 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
         ),
         (
             Some(
+                with(
+                    pool("a"),
+                    "lease",
+                    json!({"duration_secs": 30, "heartbeat_interval_secs": 0}),
+                )
+                .to_string(),
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("lease.heartbeat_interval_secs"),
+        ),
+        (
+            Some(
                 {
                     let mut p = pool("a");
                     p["capacity"]["workers"] = json!(-1);
