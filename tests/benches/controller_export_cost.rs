@@ -25,7 +25,8 @@
 //! system time (`/proc/<pid>/stat`). A batch is done when every one of its
 //! ServiceExports shows `Ready=True`, every one of its services is imported
 //! (a ServiceImport with its clusterset IP and status, an imported slice)
-//! and the controller has made no request for 3 s. Results:
+//! and the controller has made no request for 3 s; the controller's
+//! resident memory is read then. Results:
 //! docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
@@ -69,6 +70,18 @@ async fn cpu_seconds(c: &Cluster) -> f64 {
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     let hz = tokio::process::Command::new("getconf").arg("CLK_TCK").output().await.unwrap();
     ticks / String::from_utf8_lossy(&hz.stdout).trim().parse::<f64>().unwrap()
+}
+
+/// The controller's resident memory in MiB (`VmRSS` of `/proc/<pid>/status`).
+fn resident_mib(c: &Cluster) -> f64 {
+    let pid = c.controllers[0].pid().expect("the controller runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .expect("VmRSS in kB");
+    kib / 1024.0
 }
 
 /// Exports services `from..to` and waits until every export so far is
@@ -177,6 +190,7 @@ async fn main() {
             format!("{import_side:.2}"),
             format!("{cpu_ms:.2}"),
             format!("{elapsed:.1}"),
+            format!("{:.0}", resident_mib(east)),
         ]);
     }
     let mut table = Table::new(&[
@@ -188,6 +202,7 @@ async fn main() {
         "import side",
         "controller CPU ms / export",
         "seconds",
+        "controller RSS MiB at the end",
     ]);
     for row in rows {
         table.row(row);

@@ -18,6 +18,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -27,28 +28,32 @@ use std::fmt::Debug;
 /// An object of kind `K` as the API server sent it: decoded, or its
 /// metadata and why it did not decode.
 #[derive(Debug, Clone)]
-pub struct Lenient<K> {
-    meta: ObjectMeta,
-    decoded: Result<K, String>,
-}
+pub struct Lenient<K>(Result<K, (ObjectMeta, String)>);
 
 impl<K> Lenient<K> {
     /// The object, or why it did not decode.
     pub fn decoded(&self) -> Result<&K, &str> {
-        self.decoded.as_ref().map_err(String::as_str)
+        self.0.as_ref().map_err(|(_, reason)| reason.as_str())
     }
 }
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        // Only an object without readable metadata fails the list: the API
-        // server never sends one.
-        let meta =
-            ObjectMeta::deserialize(value.get("metadata").unwrap_or(&serde_json::Value::Null))
+        // The metadata is decoded apart only when `K` does not decode (once
+        // per event: it is most of a ServiceExport, its managedFields).
+        match K::deserialize(&value) {
+            Ok(k) => Ok(Self(Ok(k))),
+            Err(error) => {
+                // Only an object without readable metadata fails the list:
+                // the API server never sends one.
+                let meta = ObjectMeta::deserialize(
+                    value.get("metadata").unwrap_or(&serde_json::Value::Null),
+                )
                 .map_err(serde::de::Error::custom)?;
-        let decoded = K::deserialize(value).map_err(|e| e.to_string());
-        Ok(Self { meta, decoded })
+                Ok(Self(Err((meta, error.to_string()))))
+            }
+        }
     }
 }
 
@@ -69,17 +74,24 @@ impl<K: Resource> Resource for Lenient<K> {
         K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.meta
+        match &self.0 {
+            Ok(k) => k.meta(),
+            Err((meta, _)) => meta,
+        }
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
+        match &mut self.0 {
+            Ok(k) => k.meta_mut(),
+            Err((meta, _)) => meta,
+        }
     }
 }
 
 /// The objects of kind `K` in every namespace matching `config`, as
 /// [`watcher()`] yields them, but decoded one by one: an object that does not
 /// decode is logged (WARN, with its namespace, name and the reason),
-/// counted and skipped, and the others go on. Readiness follows the watch
+/// counted and skipped, and the others go on. Their `managedFields` are
+/// dropped: no reader of these watches needs them. Readiness follows the watch
 /// ([`tracked`], as `name`).
 pub fn lenient<K>(
     client: kube::Client,
@@ -92,6 +104,14 @@ where
     let api: Api<Lenient<K>> = Api::all(client);
     tracked(name, watcher(api, config))
         .try_filter_map(|event| std::future::ready(Ok(decoded(event))))
+        .modify(forget_managed_fields)
+}
+
+/// Drops what a reader that never writes by server-side apply diffing does
+/// not read, and a store would otherwise copy with every event: an object's
+/// `managedFields`, often larger than the rest of it.
+pub fn forget_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// The event of `K` that `event` carries: `None` for an object that does not
@@ -106,9 +126,9 @@ where
         Event::InitDone => Some(Event::InitDone),
         Event::InitApply(o) => usable(o).map(Event::InitApply),
         Event::Apply(o) => usable(o).map(Event::Apply),
-        Event::Delete(o) => match o.decoded {
+        Event::Delete(o) => match o.0 {
             Ok(k) => Some(Event::Delete(k)),
-            Err(_) => serde_json::from_value(serde_json::json!({"metadata": o.meta}))
+            Err((meta, _)) => serde_json::from_value(serde_json::json!({"metadata": meta}))
                 .ok()
                 .map(Event::Delete),
         },
@@ -116,12 +136,12 @@ where
 }
 
 fn usable<K: Resource<DynamicType = ()>>(object: Lenient<K>) -> Option<K> {
-    match object.decoded {
+    match object.0 {
         Ok(k) => Some(k),
-        Err(reason) => {
+        Err((meta, reason)) => {
             let kind = K::kind(&());
-            let namespace = object.meta.namespace.as_deref().unwrap_or_default();
-            let name = object.meta.name.as_deref().unwrap_or_default();
+            let namespace = meta.namespace.as_deref().unwrap_or_default();
+            let name = meta.name.as_deref().unwrap_or_default();
             tracing::warn!(%kind, %namespace, %name, %reason, "object does not decode: skipped");
             ::metrics::counter!(crate::metrics::UNDECODABLE_OBJECTS, "kind" => kind.into_owned())
                 .increment(1);

@@ -65,7 +65,8 @@ impl Caches {
             crate::watch::tracked(
                 "Service",
                 watcher(Api::<Service>::all(kube.clone()), watcher::Config::default()),
-            ),
+            )
+            .modify(crate::watch::forget_managed_fields),
         )
         .default_backoff()
         .touched_objects()
@@ -88,7 +89,8 @@ impl Caches {
                     Api::<EndpointSlice>::all(kube.clone()),
                     watcher::Config::default().labels(&selector),
                 ),
-            ),
+            )
+            .modify(crate::watch::forget_managed_fields),
         )
         .default_backoff()
         .filter_map(|event| async move {
