@@ -1771,6 +1771,12 @@ async fn exporting_and_importing_a_service_costs_five_writes_and_no_finalizer() 
     // come (else `Valid=False NoService` first, a real change).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = audited(east).len();
+    let controller = &east.controllers[0];
+    let import_reconciles = async || {
+        controller.metric("mcs_controller_reconciles_total", &[("controller", "import")]).await
+    };
+    let resyncs = || controller.log().iter().filter(|l| l.contains("periodic resync")).count();
+    let (reconciles_before, resyncs_before) = (import_reconciles().await, resyncs());
     for name in &names {
         apply(&exports(east), &export(name)).await;
     }
@@ -1811,6 +1817,17 @@ async fn exporting_and_importing_a_service_costs_five_writes_and_no_finalizer() 
     }
     assert_eq!(count("endpointslices"), N, "{writes:?}");
     assert_eq!(writes.values().sum::<usize>(), 5 * N, "five writes per service: {writes:?}");
+    // One import reconcile per service (its import arriving), besides a
+    // periodic resync's one each: the watch events of the importer's own
+    // four writes are echoes, not changes (before: a second reconcile of
+    // every service, which found nothing to write).
+    let reconciles = import_reconciles().await - reconciles_before;
+    let resynced = (resyncs() - resyncs_before) as f64;
+    let n = N as f64;
+    assert!(
+        reconciles <= n * (1.0 + resynced) + n / 2.0,
+        "{reconciles} import reconciles for {N} services ({resynced} periodic resyncs)"
+    );
     let list = exports(east).list(&ListParams::default()).await.unwrap();
     assert!(list.items.iter().all(|e| e.metadata.finalizers.is_none()), "{:?}", list.items);
 }

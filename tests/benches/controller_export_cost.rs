@@ -26,7 +26,8 @@
 //! ServiceExports shows `Ready=True`, every one of its services is imported
 //! (a ServiceImport with its clusterset IP and status, an imported slice)
 //! and the controller has made no request for 3 s; the controller's
-//! resident memory is read then. Results:
+//! resident memory is read then, and its reconciles per export (each side)
+//! are counted from its metrics. Results:
 //! docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
@@ -70,6 +71,17 @@ async fn cpu_seconds(c: &Cluster) -> f64 {
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     let hz = tokio::process::Command::new("getconf").arg("CLK_TCK").output().await.unwrap();
     ticks / String::from_utf8_lossy(&hz.stdout).trim().parse::<f64>().unwrap()
+}
+
+/// The controller's reconciles so far, `[export, import]` (its
+/// `mcs_controller_reconciles_total`, every outcome).
+async fn reconciles(c: &Cluster) -> [f64; 2] {
+    let controller = &c.controllers[0];
+    let name = "mcs_controller_reconciles_total";
+    [
+        controller.metric(name, &[("controller", "export")]).await,
+        controller.metric(name, &[("controller", "import")]).await,
+    ]
 }
 
 /// The controller's resident memory in MiB (`VmRSS` of `/proc/<pid>/status`).
@@ -167,6 +179,7 @@ async fn main() {
         [("first batch (baseline)", 0, first), ("second batch", first, first + second)]
     {
         let (seen_before, cpu_before) = (requests(east).len(), cpu_seconds(east).await);
+        let reconciles_before = reconciles(east).await;
         let started = Instant::now();
         export_batch(east, from, to).await;
         let elapsed = started.elapsed().as_secs_f64();
@@ -176,6 +189,9 @@ async fn main() {
         let (reqs, export_side, import_side) =
             (made.len() as f64 / n, on("export") / n, on("import") / n);
         let cpu_ms = (cpu_seconds(east).await - cpu_before) * 1000.0 / n;
+        let reconciles_after = reconciles(east).await;
+        let [export_reconciles, import_reconciles] =
+            [0, 1].map(|i| (reconciles_after[i] - reconciles_before[i]) / n);
         per_export.push((reqs, cpu_ms));
         by_kind.clear();
         for (verb, resource, code) in made {
@@ -188,6 +204,8 @@ async fn main() {
             format!("{reqs:.2}"),
             format!("{export_side:.2}"),
             format!("{import_side:.2}"),
+            format!("{export_reconciles:.2}"),
+            format!("{import_reconciles:.2}"),
             format!("{cpu_ms:.2}"),
             format!("{elapsed:.1}"),
             format!("{:.0}", resident_mib(east)),
@@ -200,6 +218,8 @@ async fn main() {
         "API requests / export",
         "export side",
         "import side",
+        "export reconciles / export",
+        "import reconciles / export",
         "controller CPU ms / export",
         "seconds",
         "controller RSS MiB at the end",

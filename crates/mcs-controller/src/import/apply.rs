@@ -16,6 +16,7 @@
 //! and cannot be created stops the slices, which it would own.
 
 use super::diff;
+use super::echo::Version;
 use super::index::{ByService, belongs, key_by_label};
 use super::plan::{self, Observed, RegistryState};
 use crate::crd::{self, ServiceImportStatus};
@@ -44,8 +45,11 @@ pub use super::plan::Key;
 /// What changed among the objects the importer watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Touched {
-    /// An object of this service.
+    /// An object of this service (deleted, or of no known version).
     Key(Key),
+    /// An object of this service, now at this version: a change, unless a
+    /// sync of ours wrote it (echo.rs).
+    Changed(Key, Version),
     /// A namespace (appeared, changed or went).
     Namespace(String),
     /// One of our Services or slices that names no service (never desired).
@@ -262,7 +266,11 @@ where
                 }
             }
             let send = match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => touched(&o),
+                Ok(watcher::Event::Apply(o)) => touched(&o).map(|t| match (t, Version::of(&o)) {
+                    (Touched::Key(key), Some(version)) => Touched::Changed(key, version),
+                    (t, _) => t,
+                }),
+                Ok(watcher::Event::Delete(o)) => touched(&o),
                 Ok(watcher::Event::InitDone) if listed => Some(Touched::All),
                 Ok(watcher::Event::InitDone) => {
                     listed = true;
@@ -312,6 +320,8 @@ pub struct Synced {
     pub endpoints: usize,
     /// The status of its `Ready` condition.
     pub ready: String,
+    /// The versions its writes made (their watch events are echoes).
+    pub written: Vec<Version>,
 }
 
 fn apply_params() -> PatchParams {
@@ -384,20 +394,22 @@ fn status_body(namespace: &str, name: &str, status: &ServiceImportStatus) -> ser
     })
 }
 
+/// Applies `status` to `current` if it changes anything; the version
+/// written, if it did.
 async fn apply_status(
     api: &Api<crd::ServiceImport>,
     current: &crd::ServiceImport,
     status: &ServiceImportStatus,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Option<Option<Version>>> {
     let name = current.name_any();
     let namespace = current.namespace().unwrap_or_default();
     let body = status_body(&namespace, &name, status);
     if !needs_apply(&serde_json::json!({"status": status}), Some(current), Some("status"))? {
-        return Ok(false);
+        return Ok(None);
     }
-    api.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
+    let written = api.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
     metrics::counter!(IMPORT_OBJECTS_WRITTEN, "kind" => "ServiceImportStatus").increment(1);
-    Ok(true)
+    Ok(Some(Version::of(&written)))
 }
 
 /// An error for a log line: a Kubernetes API refusal as its message and
@@ -484,6 +496,7 @@ pub async fn sync(
     let (namespace, name) = (import.namespace.as_str(), import.name.as_str());
     let mut outcome = Outcome::default();
     let mut failures = Failures::default();
+    let mut written = Vec::new();
     let imports: Api<crd::ServiceImport> = Api::namespaced(client.clone(), namespace);
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
@@ -501,6 +514,11 @@ pub async fn sync(
     let wanted = plan::derived_service(import, cluster_families);
     let what = format!("Service {namespace}/{derived}");
     let svc = apply_derived(&services, current_svc.clone(), &wanted, &mut outcome).await;
+    if let Ok(s) = &svc
+        && current_svc.as_ref().map(|c| c.resource_version()) != Some(s.resource_version())
+    {
+        written.extend(Version::of(s));
+    }
     // Refused: the current one's IPs, unless it was being replaced.
     let svc = failures.check(what, svc).or_else(|| {
         current_svc.as_deref().filter(|c| is_headless(c) == is_headless(&wanted)).cloned()
@@ -523,6 +541,7 @@ pub async fn sync(
             match failures.check(what, apply(&imports, &desired).await) {
                 Some(si) => {
                     outcome.writes += 1;
+                    written.extend(Version::of(&si));
                     Some(si)
                 }
                 None => current.as_deref().cloned(),
@@ -542,8 +561,9 @@ pub async fn sync(
     let planned_slices =
         plan::endpoint_slices(import, &plan::owner_reference(name, &uid), max_per_slice);
     let what = format!("ServiceImport {namespace}/{name} status");
-    if failures.check(what, apply_status(&imports, &si, &status).await) == Some(true) {
+    if let Some(Some(version)) = failures.check(what, apply_status(&imports, &si, &status).await) {
         outcome.writes += 1;
+        written.extend(version);
     }
 
     // The slices, then (from a complete list only) what is ours of this
@@ -553,8 +573,9 @@ pub async fn sync(
         let current = stores.slice(namespace, slice_name);
         if needs_apply(slice, current.as_deref(), None)? {
             let what = format!("EndpointSlice {namespace}/{slice_name}");
-            if failures.check(what, apply(&slices, slice).await).is_some() {
+            if let Some(applied) = failures.check(what, apply(&slices, slice).await) {
                 outcome.writes += 1;
+                written.extend(Version::of(&applied));
             }
         }
     }
@@ -580,7 +601,7 @@ pub async fn sync(
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     let endpoints = plan::endpoint_count(&planned_slices);
-    Ok(Synced { outcome, slices: planned_slices.len(), endpoints, ready })
+    Ok(Synced { outcome, slices: planned_slices.len(), endpoints, ready, written })
 }
 
 /// Applies the derived Service `wanted` over `current` (if it changes
@@ -728,7 +749,7 @@ pub async fn mark_unavailable(
         return Ok(false);
     };
     let api: Api<crd::ServiceImport> = Api::namespaced(client.clone(), &key.0);
-    apply_status(&api, &si, &status).await
+    Ok(apply_status(&api, &si, &status).await?.is_some())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //!  registry watch (ImportList)      ─┐ complete list: sync the services whose import changed,
 //!  registry probe (every ≤ 15 s)    ─┤   delete ours of services no longer listed
 //!  resync timer (jittered)          ─┤ resync, outage begins or ends: all of them
-//!  our objects changed (debounced)  ─┘ our object changed: its service
+//!  our objects changed (debounced)  ─┘ our object changed: its service (not our
+//!                                       writes' echoes, echo.rs)
 //!  incomplete list / unreachable: Ready=False (RegistryIncomplete, RegistryUnavailable),
 //!  objects kept as the last complete list had them, nothing deleted
 //!  complete list removing half or more at once: removals held for a window (hold.rs)
@@ -22,6 +23,7 @@
 
 pub mod apply;
 pub mod diff;
+pub mod echo;
 pub mod hold;
 pub mod index;
 pub mod plan;
@@ -34,6 +36,7 @@ use crate::metrics::{
 };
 use crate::pace::jittered;
 use apply::{Key, Outcome, Stores, Touched, brief};
+use echo::Echoes;
 use hold::{HoldPolicy, Judged, RemovalHold};
 use mcs_api::ImportList;
 use plan::RegistryState;
@@ -210,6 +213,8 @@ struct Importer {
     hold: RemovalHold,
     /// When the latest complete list arrived.
     latest_arrived: Option<Instant>,
+    /// The versions our syncs wrote, whose watch events are no change.
+    echoes: Echoes,
 }
 
 impl Importer {
@@ -236,6 +241,7 @@ impl Importer {
                 window: REMOVAL_HOLD_DEFAULT,
             }),
             latest_arrived: None,
+            echoes: Echoes::default(),
         }
     }
 
@@ -377,7 +383,8 @@ impl Importer {
     fn on_touched(&mut self, touched: Touched) {
         let due = Instant::now() + DEBOUNCE;
         let keys: Vec<Key> = match touched {
-            Touched::Key(key) => {
+            Touched::Changed(key, version) if self.echoes.take(&key, &version) => return,
+            Touched::Key(key) | Touched::Changed(key, _) => {
                 self.drifted.insert(key.clone());
                 vec![key]
             }
@@ -511,6 +518,7 @@ impl Importer {
                 let families = &self.cluster_families;
                 match apply::sync(&kube, &self.stores, &import, state, max, families).await {
                     Ok(synced) => {
+                        self.echoes.record(key, synced.written);
                         let (ns, name) = key.clone();
                         metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone())
                             .set(synced.slices as f64);
@@ -538,6 +546,7 @@ impl Importer {
                 Ok((Outcome::default(), self.ready.get(key).cloned()))
             }
             None if *state == RegistryState::Available => {
+                self.echoes.forget(key);
                 match apply::remove(&kube, &self.stores, key).await {
                     Ok(outcome) => {
                         if self.gauged.remove(key) {
