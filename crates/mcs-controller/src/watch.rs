@@ -107,9 +107,9 @@ where
         .modify(forget_managed_fields)
 }
 
-/// Drops what a reader that never writes by server-side apply diffing does
-/// not read, and a store would otherwise copy with every event: an object's
-/// `managedFields`, often larger than the rest of it.
+/// Drops an object's `managedFields`, often larger than the rest of it, for
+/// a store whose reader never reads them (it would copy them with every
+/// event). The importer's stores keep them: `import/diff.rs` reads them.
 pub fn forget_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }

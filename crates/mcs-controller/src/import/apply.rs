@@ -394,13 +394,13 @@ fn status_body(namespace: &str, name: &str, status: &ServiceImportStatus) -> ser
     })
 }
 
-/// Applies `status` to `current` if it changes anything; the version
-/// written, if it did.
+/// Applies `status` to `current` if it changes anything; the ServiceImport
+/// written, if it did (as [`apply`] answers).
 async fn apply_status(
     api: &Api<crd::ServiceImport>,
     current: &crd::ServiceImport,
     status: &ServiceImportStatus,
-) -> anyhow::Result<Option<Option<Version>>> {
+) -> anyhow::Result<Option<crd::ServiceImport>> {
     let name = current.name_any();
     let namespace = current.namespace().unwrap_or_default();
     let body = status_body(&namespace, &name, status);
@@ -409,7 +409,7 @@ async fn apply_status(
     }
     let written = api.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
     metrics::counter!(IMPORT_OBJECTS_WRITTEN, "kind" => "ServiceImportStatus").increment(1);
-    Ok(Some(Version::of(&written)))
+    Ok(Some(written))
 }
 
 /// An error for a log line: a Kubernetes API refusal as its message and
@@ -561,9 +561,9 @@ pub async fn sync(
     let planned_slices =
         plan::endpoint_slices(import, &plan::owner_reference(name, &uid), max_per_slice);
     let what = format!("ServiceImport {namespace}/{name} status");
-    if let Some(Some(version)) = failures.check(what, apply_status(&imports, &si, &status).await) {
+    if let Some(Some(applied)) = failures.check(what, apply_status(&imports, &si, &status).await) {
         outcome.writes += 1;
-        written.extend(version);
+        written.extend(Version::of(&applied));
     }
 
     // The slices, then (from a complete list only) what is ours of this
