@@ -27,7 +27,15 @@
 //! (a ServiceImport with its clusterset IP and status, an imported slice)
 //! and the controller has made no request for 3 s; the controller's
 //! resident memory is read then, and its reconciles per export (each side)
-//! are counted from its metrics. Results:
+//! are counted from its metrics.
+//!
+//! The baseline of the CPU: the floor (`kube-floor-for-bench`,
+//! src/bin/kube_floor.rs), a process that makes the controller's
+//! Kubernetes messages per export (its watches, its five writes) and
+//! nothing else, exports the same two batches in a second API server
+//! without a controller, measured the same way, each batch right after
+//! the controller's. The controller's CPU per export over
+//! the floor's is what its own work costs beyond the messages. Results:
 //! docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
@@ -39,6 +47,7 @@ use mcs_bench::report::{Table, print_machine};
 use mcs_controller::MANAGED_BY;
 use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const NS: &str = "bench";
@@ -61,10 +70,9 @@ fn side(resource: &str) -> &'static str {
     if resource.starts_with("serviceexports") { "export" } else { "import" }
 }
 
-/// The controller's CPU seconds so far (user and system), from
+/// The CPU seconds of process `pid` so far (user and system), from
 /// `/proc/<pid>/stat` in clock ticks of `getconf CLK_TCK`.
-async fn cpu_seconds(c: &Cluster) -> f64 {
-    let pid = c.controllers[0].pid().expect("the controller runs");
+async fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // The fields after the command name, which ends with the last ')'.
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
@@ -74,19 +82,18 @@ async fn cpu_seconds(c: &Cluster) -> f64 {
 }
 
 /// The controller's reconciles so far, `[export, import]` (its
-/// `mcs_controller_reconciles_total`, every outcome).
-async fn reconciles(c: &Cluster) -> [f64; 2] {
-    let controller = &c.controllers[0];
+/// `mcs_controller_reconciles_total`, every outcome); none for the floor.
+async fn reconciles(c: &Cluster) -> Option<[f64; 2]> {
+    let controller = c.controllers.first()?;
     let name = "mcs_controller_reconciles_total";
-    [
+    Some([
         controller.metric(name, &[("controller", "export")]).await,
         controller.metric(name, &[("controller", "import")]).await,
-    ]
+    ])
 }
 
-/// The controller's resident memory in MiB (`VmRSS` of `/proc/<pid>/status`).
-fn resident_mib(c: &Cluster) -> f64 {
-    let pid = c.controllers[0].pid().expect("the controller runs");
+/// The resident memory of process `pid` in MiB (`VmRSS` of `/proc/<pid>/status`).
+fn resident_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib = status
         .lines()
@@ -96,21 +103,21 @@ fn resident_mib(c: &Cluster) -> f64 {
     kib / 1024.0
 }
 
-/// Exports services `from..to` and waits until every export so far is
-/// Ready and imported, and the controller is quiet.
-async fn export_batch(c: &Cluster, from: usize, to: usize) {
-    let services: Api<Service> = Api::namespaced(c.kube.clone(), NS);
-    let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), NS);
-    let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), NS);
-    let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), NS);
+/// Exports services `from..to` in namespace `ns` and waits until every
+/// export so far is Ready and imported, and the controller is quiet.
+async fn export_batch(c: &Cluster, ns: &str, from: usize, to: usize) {
+    let services: Api<Service> = Api::namespaced(c.kube.clone(), ns);
+    let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), ns);
+    let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), ns);
+    let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), ns);
     for i in from..to {
         let name = format!("svc-{i:05}");
         let address = format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256);
-        apply(&services, &service(NS, &name, &[("http", 80, 8080)], false)).await;
+        apply(&services, &service(ns, &name, &[("http", 80, 8080)], false)).await;
         let slice =
-            endpoint_slice(NS, &name, &format!("{name}-own"), &[&address], &[("http", 8080)]);
+            endpoint_slice(ns, &name, &format!("{name}-own"), &[&address], &[("http", 8080)]);
         apply(&slices, &slice).await;
-        apply(&exports, &mcs_tests::controller::service_export(NS, &name)).await;
+        apply(&exports, &mcs_tests::controller::service_export(ns, &name)).await;
     }
     let deadline = Instant::now() + Duration::from_secs(1800);
     let imported_slices = ListParams::default()
@@ -160,58 +167,114 @@ async fn export_batch(c: &Cluster, from: usize, to: usize) {
     }
 }
 
+/// One batch's figures: `(requests / export, CPU ms / export)` and its row.
+async fn batch(
+    c: &Cluster,
+    subject: &str,
+    pid: u32,
+    ns: &str,
+    (label, from, to): (&str, usize, usize),
+    by_kind: &mut BTreeMap<(&'static str, String, String, u16), usize>,
+) -> ((f64, f64), Vec<String>) {
+    let (seen_before, cpu_before) = (requests(c).len(), cpu_seconds(pid).await);
+    let reconciles_before = reconciles(c).await;
+    let started = Instant::now();
+    export_batch(c, ns, from, to).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let n = (to - from) as f64;
+    let made: Vec<_> = requests(c).into_iter().skip(seen_before).collect();
+    let on = |wanted: &str| made.iter().filter(|(_, r, _)| side(r) == wanted).count() as f64;
+    let (reqs, export_side, import_side) =
+        (made.len() as f64 / n, on("export") / n, on("import") / n);
+    let cpu_ms = (cpu_seconds(pid).await - cpu_before) * 1000.0 / n;
+    let [export_reconciles, import_reconciles] = match (reconciles_before, reconciles(c).await) {
+        (Some(before), Some(after)) => [0, 1].map(|i| format!("{:.2}", (after[i] - before[i]) / n)),
+        _ => ["-".to_owned(), "-".to_owned()],
+    };
+    by_kind.clear();
+    for (verb, resource, code) in made {
+        *by_kind.entry((side(&resource), verb, resource, code)).or_insert(0usize) += 1;
+    }
+    let row = vec![
+        subject.to_owned(),
+        label.to_owned(),
+        format!("{}", to - from),
+        format!("{to}"),
+        format!("{reqs:.2}"),
+        format!("{export_side:.2}"),
+        format!("{import_side:.2}"),
+        export_reconciles,
+        import_reconciles,
+        format!("{cpu_ms:.2}"),
+        format!("{elapsed:.1}"),
+        format!("{:.0}", resident_mib(pid)),
+    ];
+    ((reqs, cpu_ms), row)
+}
+
+/// Starts the floor (`kube-floor-for-bench`) as the controller's
+/// ServiceAccount and waits until its watches have listed.
+async fn start_floor(c: &Cluster) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt;
+    let mut floor = tokio::process::Command::new(env!("CARGO_BIN_EXE_kube-floor-for-bench"))
+        .arg(&c.name)
+        .env("KUBECONFIG", &c.controller_kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("starting kube-floor-for-bench");
+    let stdout = floor.stdout.take().expect("its stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    assert!(
+        matches!(&line, Ok(Ok(Some(l))) if l == "ready"),
+        "the floor did not get ready: {line:?}"
+    );
+    floor
+}
+
 #[tokio::main]
 async fn main() {
     let first: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100);
     let second = first * 4;
     print_machine();
-    let world = World::start(mcs_tests::controller_binaries!(), &["east"], &[]).await.expect(
-        "the benchmark needs scripts/k8s-env and a DynamoDB endpoint (scripts/with-moto.sh)",
-    );
-    let east = world.cluster("east");
+    // Logging as deployed: the chart's default filter (`log: info`), not
+    // the tests' `mcs_controller=debug`.
+    let mut world = World::start(
+        mcs_tests::controller_binaries!(),
+        &["east", "west"],
+        &["--log", "info"],
+    )
+    .await
+    .expect("the benchmark needs scripts/k8s-env and a DynamoDB endpoint (scripts/with-moto.sh)");
+    // The floor runs in a cluster of its own, without the controller, so
+    // that its batches can alternate with the controller's: this machine's
+    // speed drifts by the minute (docs/benchmarks.md §8).
+    world.kill_controllers("west").await;
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
     mcs_testkit::k8s::ensure_namespace(&east.kube, NS).await;
+    mcs_testkit::k8s::ensure_namespace(&west.kube, NS).await;
+    let floor_process = start_floor(west).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-
+    let subjects = [
+        ("mcs-controller", east, east.controllers[0].pid().expect("the controller runs")),
+        ("floor", west, floor_process.id().expect("the floor runs")),
+    ];
+    let batches = [("first batch (baseline)", 0, first), ("second batch", first, first + second)];
     let mut rows = Vec::new();
-    let mut by_kind = std::collections::BTreeMap::new();
-    let mut per_export = Vec::new();
-    for (label, from, to) in
-        [("first batch (baseline)", 0, first), ("second batch", first, first + second)]
-    {
-        let (seen_before, cpu_before) = (requests(east).len(), cpu_seconds(east).await);
-        let reconciles_before = reconciles(east).await;
-        let started = Instant::now();
-        export_batch(east, from, to).await;
-        let elapsed = started.elapsed().as_secs_f64();
-        let n = (to - from) as f64;
-        let made: Vec<_> = requests(east).into_iter().skip(seen_before).collect();
-        let on = |wanted: &str| made.iter().filter(|(_, r, _)| side(r) == wanted).count() as f64;
-        let (reqs, export_side, import_side) =
-            (made.len() as f64 / n, on("export") / n, on("import") / n);
-        let cpu_ms = (cpu_seconds(east).await - cpu_before) * 1000.0 / n;
-        let reconciles_after = reconciles(east).await;
-        let [export_reconciles, import_reconciles] =
-            [0, 1].map(|i| (reconciles_after[i] - reconciles_before[i]) / n);
-        per_export.push((reqs, cpu_ms));
-        by_kind.clear();
-        for (verb, resource, code) in made {
-            *by_kind.entry((side(&resource), verb, resource, code)).or_insert(0usize) += 1;
+    let mut kinds = [BTreeMap::new(), BTreeMap::new()];
+    let mut figures = [Vec::new(), Vec::new()];
+    for b in batches {
+        for (i, (subject, cluster, pid)) in subjects.iter().enumerate() {
+            let (measured, row) = batch(cluster, subject, *pid, NS, b, &mut kinds[i]).await;
+            figures[i].push(measured);
+            rows.push(row);
         }
-        rows.push(vec![
-            label.to_owned(),
-            format!("{}", to - from),
-            format!("{to}"),
-            format!("{reqs:.2}"),
-            format!("{export_side:.2}"),
-            format!("{import_side:.2}"),
-            format!("{export_reconciles:.2}"),
-            format!("{import_reconciles:.2}"),
-            format!("{cpu_ms:.2}"),
-            format!("{elapsed:.1}"),
-            format!("{:.0}", resident_mib(east)),
-        ]);
     }
+    let [controller, floor] = figures;
+
     let mut table = Table::new(&[
+        "process",
         "batch",
         "exports",
         "exports in all",
@@ -220,22 +283,31 @@ async fn main() {
         "import side",
         "export reconciles / export",
         "import reconciles / export",
-        "controller CPU ms / export",
+        "CPU ms / export",
         "seconds",
-        "controller RSS MiB at the end",
+        "RSS MiB at the end",
     ]);
     for row in rows {
         table.row(row);
     }
     println!("{}", table.render());
-    println!("second batch, requests per export by side, verb, resource and status code:");
-    for ((side, verb, resource, code), n) in &by_kind {
-        println!("  {side}: {verb} {resource} {code}: {:.2}", *n as f64 / second as f64);
+    for ((subject, ..), kinds) in subjects.iter().zip(&kinds) {
+        println!(
+            "{subject}, second batch, requests per export by side, verb, resource and status code:"
+        );
+        for ((side, verb, resource, code), n) in kinds {
+            println!("  {side}: {verb} {resource} {code}: {:.2}", *n as f64 / second as f64);
+        }
     }
-    let (base, large) = (per_export[0], per_export[1]);
+    let (base, large) = (controller[0], controller[1]);
     println!(
-        "ratio second / first batch: requests {:.2}x, CPU {:.2}x (1x: linear in the exports)",
+        "mcs-controller, ratio second / first batch: requests {:.2}x, CPU {:.2}x (1x: linear in the exports)",
         large.0 / base.0,
         large.1 / base.1
+    );
+    println!(
+        "CPU per export, mcs-controller / floor: first batch {:.2}x, second batch {:.2}x",
+        controller[0].1 / floor[0].1,
+        controller[1].1 / floor[1].1
     );
 }

@@ -215,6 +215,14 @@ impl World {
         self.clusters.iter().find(|c| c.name == name).expect("a cluster of the world")
     }
 
+    /// Stops (SIGKILL) every controller replica of cluster `name`.
+    pub async fn kill_controllers(&mut self, name: &str) {
+        let cluster = self.clusters.iter_mut().find(|c| c.name == name).expect("a cluster");
+        for controller in cluster.controllers.drain(..) {
+            controller.kill().await;
+        }
+    }
+
     fn cluster_mut(&mut self, i: usize) -> &mut Cluster {
         &mut self.clusters[i]
     }
@@ -443,6 +451,7 @@ impl ControllerProcess {
 
     /// Starts the controller of cluster `cluster_id` against the registry at
     /// `registry_url`, with the kubeconfig given, and waits until it listens.
+    /// It logs at `info,mcs_controller=debug` unless `extra` has a `--log`.
     pub async fn start(
         bin: &Path,
         kubeconfig: &Path,
@@ -466,11 +475,12 @@ impl ControllerProcess {
                 "4",
                 "--log-format",
                 "json",
-                "--log",
-                "info,mcs_controller=debug",
             ])
             .map(str::to_owned)
             .collect();
+        if !extra.iter().any(|a| a == "--log" || a.starts_with("--log=")) {
+            args.extend(["--log", "info,mcs_controller=debug"].map(str::to_owned));
+        }
         args.extend(extra.iter().cloned());
         Self::start_with_args(bin, kubeconfig, &args, &[]).await
     }
