@@ -10,10 +10,11 @@
 //! EndpointSlices not ours, every ServiceExport, the ServiceImports,
 //! Services and slices of ours, every Namespace (metadata only). For each
 //! ServiceExport not yet Ready it makes the controller's five writes by
-//! server-side apply, in the controller's order: the derived Service, the
-//! ServiceImport with that Service's cluster IP, the ServiceImport's
-//! status, the imported slice (the exported slice's endpoints), the
-//! ServiceExport's status `Ready=True`. No registry, no rules, no
+//! server-side apply: the import side's four in the controller's order
+//! (the derived Service, the ServiceImport with that Service's cluster IP,
+//! the ServiceImport's status, the imported slice with the exported
+//! slice's endpoints), then the export side's, the ServiceExport's status
+//! `Ready=True`. No registry, no rules, no
 //! conflicts: what is left of the controller's CPU beyond this is the
 //! controller's own work.
 //!
@@ -36,6 +37,7 @@ use kube::{Resource, ResourceExt};
 use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_controller::export::build::SERVICE_NAME_LABEL as KUBE_SERVICE_NAME_LABEL;
 use mcs_controller::import::plan::{MANAGED_BY_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL};
+use mcs_controller::watch::forget_managed_fields;
 use mcs_controller::{FIELD_MANAGER, MANAGED_BY};
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -61,7 +63,7 @@ where
     let (store, writer) = reflector::store();
     let events = watcher(api, config).modify(move |o: &mut K| {
         if forget {
-            o.meta_mut().managed_fields = None;
+            forget_managed_fields(o);
         }
     });
     let mut objects =
@@ -147,14 +149,15 @@ async fn main() {
             .expect("the derived Service");
         let ip = written.spec.and_then(|s| s.cluster_ip).expect("a cluster IP");
         let imports = Api::<ServiceImport>::namespaced(kube.clone(), &ns);
+        let (si_version, si_kind) = (ServiceImport::api_version(&()), ServiceImport::kind(&()));
         let si = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "apiVersion": si_version, "kind": si_kind,
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"type": "ClusterSetIP", "ips": [ip], "ports": ports},
         });
         imports.patch(&name, &params, &Patch::Apply(si)).await.expect("the ServiceImport");
         let status = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "apiVersion": si_version, "kind": si_kind,
             "status": {"clusters": [{"cluster": cluster}]},
         });
         imports.patch_status(&name, &params, &Patch::Apply(status)).await.expect("its status");
@@ -180,7 +183,7 @@ async fn main() {
             .await
             .expect("the imported slice");
         let ready = json!({
-            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "apiVersion": ServiceExport::api_version(&()), "kind": ServiceExport::kind(&()),
             "status": {"conditions": [{
                 "type": "Ready", "status": "True", "reason": "Ready", "message": "floor",
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
