@@ -6,6 +6,7 @@
 //!    │  retries 503s and transport errors (jittered backoff, Retry-After,
 //!    │  a deadline); never a 4xx; errors are kinds (Error, Conflict)
 //!    ├── watch::<PoolList>(token) ─▶ Watch: first complete list, then each change
+//!    ├── watch_changes::<L>(token) ─▶ the same, as a list, then what changed
 //!    └── keep(Registration)        ─▶ LeaseHandle: renewals, Lost/Regained, withdraw
 //!  transport: hyper + rustls on aws-lc-rs; CA bundle and client identity
 //!  reloaded when their files change; plain http only when asked for
@@ -56,7 +57,7 @@ pub use config::{ClientConfig, TlsFiles, WriteFence};
 pub use error::{Conflict, Error};
 pub use keeper::{LeaseEvent, LeaseHandle, Registration};
 pub use tokio_util::sync::CancellationToken;
-pub use watch::Watch;
+pub use watch::{Changes, Update, Watch};
 
 /// A section's list envelope (`PoolList`, `RouterList`, `ClusterList`,
 /// `ExportList`, `ImportList`), for [`Client::list`] and [`Client::watch`].

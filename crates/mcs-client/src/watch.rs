@@ -22,6 +22,15 @@
 //! resumes where it was, so it yields nothing unless something changed
 //! meanwhile. A list built from events holds its items in the order of
 //! their event keys.
+//!
+//! [`Client::watch_changes`] yields the same moments as [`Update`]s: a
+//! whole list where the caller cannot hold the registry's state yet (the
+//! first, the first complete one after an incomplete one, after a
+//! relist, and every one from a registry without event streams), else
+//! only the items added, modified and deleted since the last update. A
+//! caller that holds the list by key then costs per change, not per item
+//! listed (issue 27 item 9: cloning and comparing whole lists grew with
+//! the exports).
 
 use crate::backoff::Attempts;
 use crate::stream::Opened;
@@ -53,27 +62,101 @@ impl<L> Watch<L> {
     }
 }
 
+/// What [`Client::watch_changes`] yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update<L: Section> {
+    /// The whole list: replaces whatever the caller held.
+    List(L),
+    /// What changed since the last update, which was complete.
+    Changed(Changes<L::Item>),
+}
+
+/// The items of a section that changed between two updates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changes<T> {
+    /// Items added or modified, as they are now, in the order of their
+    /// event keys.
+    pub upserted: Vec<T>,
+    /// Items deleted, as they were last.
+    pub deleted: Vec<T>,
+    /// Whether the list is complete now. After an incomplete one, the next
+    /// complete update is a whole [`Update::List`].
+    pub complete: bool,
+    /// The fingerprint of the list the changes bring it to.
+    pub fingerprint: String,
+}
+
+/// What a watch hands over: whole lists ([`Client::watch`]) or updates
+/// ([`Client::watch_changes`]).
+pub trait Yield<L: Section>: Send + 'static {
+    /// Whether it takes [`Changes`] where it can.
+    const CHANGES: bool;
+    /// A whole list.
+    fn list(list: L) -> Self;
+    /// Changes; `Err` gives them back when it takes lists only.
+    fn changed(changes: Changes<L::Item>) -> Result<Self, Changes<L::Item>>
+    where
+        Self: Sized;
+}
+
+impl<L: Section> Yield<L> for L {
+    const CHANGES: bool = false;
+    fn list(list: L) -> Self {
+        list
+    }
+    fn changed(changes: Changes<L::Item>) -> Result<Self, Changes<L::Item>> {
+        Err(changes)
+    }
+}
+
+impl<L: Section> Yield<L> for Update<L> {
+    const CHANGES: bool = true;
+    fn list(list: L) -> Self {
+        Update::List(list)
+    }
+    fn changed(changes: Changes<L::Item>) -> Result<Self, Changes<L::Item>> {
+        Ok(Update::Changed(changes))
+    }
+}
+
 impl Client {
     /// Watches the section `L` (`PoolList`, `ExportList`, ...) until
     /// `cancel`: see the [module docs](crate::watch). Must be called within
     /// a tokio runtime; the watch task ends when the [`Watch`] is dropped.
     pub fn watch<L: Section>(&self, cancel: CancellationToken) -> Watch<L> {
+        self.watch_as::<L, L>(cancel)
+    }
+
+    /// Watches the section `L` as [`Watch::next`] does, yielding the
+    /// changes since the last update where the registry streams events
+    /// (see the [module docs](crate::watch)).
+    pub fn watch_changes<L: Section>(&self, cancel: CancellationToken) -> Watch<Update<L>> {
+        self.watch_as::<L, Update<L>>(cancel)
+    }
+
+    fn watch_as<L: Section, Y: Yield<L>>(&self, cancel: CancellationToken) -> Watch<Y> {
         let (tx, lists) = mpsc::channel(16);
-        tokio::spawn(run::<L>(self.clone(), tx, cancel));
+        tokio::spawn(run::<L, Y>(self.clone(), tx, cancel));
         Watch { lists }
     }
 }
 
-async fn run<L: Section>(
+async fn run<L: Section, Y: Yield<L>>(
     client: Client,
-    tx: mpsc::Sender<Result<L, Error>>,
+    tx: mpsc::Sender<Result<Y, Error>>,
     cancel: CancellationToken,
 ) {
-    let mut out =
-        Out { tx, last: None, min_interval: client.config().watch_min_interval, held_until: None };
+    let mut out = Out {
+        tx,
+        last: None,
+        min_interval: client.config().watch_min_interval,
+        held_until: None,
+        changed: BTreeMap::new(),
+        relisted: true,
+    };
     if follow_events(&client, &mut out, &cancel).await == Ended::Fallback {
         tracing::info!(section = L::PATH, "the registry streams no events: long-polling");
-        long_poll(client, out.tx, cancel).await;
+        long_poll::<L, Y>(client, out.tx, cancel).await;
     }
 }
 
@@ -87,15 +170,34 @@ enum Ended {
 }
 
 /// Where the lists of an event stream go.
-struct Out<L> {
-    tx: mpsc::Sender<Result<L, Error>>,
+struct Out<L: Section, Y> {
+    tx: mpsc::Sender<Result<Y, Error>>,
     /// The fingerprint and `complete` of the last list yielded.
     last: Option<(String, bool)>,
     min_interval: Duration,
     held_until: Option<Instant>,
+    /// The keys changed since the last list yielded: `None` if the item is
+    /// there now, else the item as it was when deleted.
+    changed: BTreeMap<String, Option<L::Item>>,
+    /// Whether the items were listed again since the last list yielded.
+    relisted: bool,
 }
 
-impl<L: Section> Out<L> {
+impl<L: Section, Y: Yield<L>> Out<L, Y> {
+    /// Notes that the item at `key` came, changed or (with the item as it
+    /// was) went.
+    fn note(&mut self, key: &str, gone: Option<L::Item>) {
+        if Y::CHANGES && !self.relisted {
+            self.changed.insert(key.to_owned(), gone);
+        }
+    }
+
+    /// Notes that the stream lists every item again.
+    fn relist(&mut self) {
+        self.relisted = true;
+        self.changed.clear();
+    }
+
     /// When the next list may be yielded, if not now.
     fn held(&self) -> Option<Instant> {
         self.held_until.filter(|until| *until > Instant::now())
@@ -108,23 +210,56 @@ impl<L: Section> Out<L> {
     /// each list was a fifth of mcs-controller's CPU, issue 27 item 9).
     async fn offer(&mut self, items: &BTreeMap<String, L::Item>, at: &Bookmark) -> bool {
         let key = (at.fingerprint.clone(), at.complete);
-        if self.last.as_ref() == Some(&key) || (self.last.is_none() && !at.complete) {
+        if self.last.is_none() && !at.complete {
             return true;
         }
-        let list = L::assemble(items.values().cloned().collect(), at.complete, key.0.clone());
+        if self.last.as_ref() == Some(&key) {
+            // The same list: what changed came back as it was.
+            if !self.relisted {
+                self.changed.clear();
+            }
+            return true;
+        }
+        // Changes only after a complete list, so that a caller never has
+        // to patch a list it did not take as the whole.
+        let after_complete = self.last.as_ref().is_some_and(|(_, complete)| *complete);
+        let changed = std::mem::take(&mut self.changed);
+        let yielded = if Y::CHANGES && after_complete && !self.relisted {
+            let (mut upserted, mut deleted) = (Vec::new(), Vec::new());
+            for (key, gone) in changed {
+                match (gone, items.get(&key)) {
+                    (_, Some(item)) => upserted.push(item.clone()),
+                    (Some(item), None) => deleted.push(item),
+                    (None, None) => {}
+                }
+            }
+            let changes =
+                Changes { upserted, deleted, complete: at.complete, fingerprint: key.0.clone() };
+            match Y::changed(changes) {
+                Ok(yielded) => yielded,
+                Err(_) => Y::list(self.assemble(items, at)),
+            }
+        } else {
+            Y::list(self.assemble(items, at))
+        };
+        self.relisted = false;
         self.last = Some(key);
         if !self.min_interval.is_zero() {
             self.held_until = Some(Instant::now() + self.min_interval);
         }
-        self.tx.send(Ok(list)).await.is_ok()
+        self.tx.send(Ok(yielded)).await.is_ok()
+    }
+
+    fn assemble(&self, items: &BTreeMap<String, L::Item>, at: &Bookmark) -> L {
+        L::assemble(items.values().cloned().collect(), at.complete, at.fingerprint.clone())
     }
 }
 
 /// Follows the event stream of `L`, reconnecting and resuming, until
 /// cancelled or the registry turns out to stream no events.
-async fn follow_events<L: Section>(
+async fn follow_events<L: Section, Y: Yield<L>>(
     client: &Client,
-    out: &mut Out<L>,
+    out: &mut Out<L, Y>,
     cancel: &CancellationToken,
 ) -> Ended {
     let wait = client.config().watch_timeout;
@@ -162,6 +297,7 @@ async fn follow_events<L: Section>(
         if at.is_none() {
             // The stream starts with the whole list.
             items.clear();
+            out.relist();
         }
         // A bookmark not yielded yet, held back by `watch_min_interval`
         // (if the stream ends first, the next one's bookmark brings it).
@@ -184,10 +320,13 @@ async fn follow_events<L: Section>(
                 Ok(Some(
                     WatchEvent::Added { key, object } | WatchEvent::Modified { key, object },
                 )) => {
+                    out.note(&key, None);
                     items.insert(key, object);
                 }
                 Ok(Some(WatchEvent::Deleted { key, .. })) => {
-                    items.remove(&key);
+                    if let Some(gone) = items.remove(&key) {
+                        out.note(&key, Some(gone));
+                    }
                 }
                 Ok(Some(WatchEvent::Bookmark(bookmark))) => {
                     attempts.reset();
@@ -232,9 +371,9 @@ async fn follow_events<L: Section>(
 }
 
 /// Long-polls the list of `L` (a registry without event streams).
-async fn long_poll<L: Section>(
+async fn long_poll<L: Section, Y: Yield<L>>(
     client: Client,
-    tx: mpsc::Sender<Result<L, Error>>,
+    tx: mpsc::Sender<Result<Y, Error>>,
     cancel: CancellationToken,
 ) {
     let wait = client.config().watch_timeout;
@@ -265,7 +404,7 @@ async fn long_poll<L: Section>(
                     continue;
                 }
                 started = true;
-                if tx.send(Ok(list)).await.is_err() {
+                if tx.send(Ok(Y::list(list))).await.is_err() {
                     return;
                 }
                 if !min_interval.is_zero() {

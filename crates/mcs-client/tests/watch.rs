@@ -7,7 +7,7 @@ mod common;
 
 use common::{client, pool};
 use mcs_api::PoolList;
-use mcs_client::CancellationToken;
+use mcs_client::{CancellationToken, Update};
 use mcs_testkit::eventually;
 use mcs_testkit::fake::FakeRegistry;
 use serde_json::json;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 const WITHIN: Duration = Duration::from_secs(10);
 
-async fn next(watch: &mut mcs_client::Watch<PoolList>) -> PoolList {
+async fn next<T>(watch: &mut mcs_client::Watch<T>) -> T {
     tokio::time::timeout(WITHIN, watch.next())
         .await
         .expect("a list within the bound")
@@ -185,4 +185,75 @@ async fn a_resumed_stream_yields_only_what_changed() {
     c.register_pool(&pool("a", json!({}))).await.unwrap();
     assert_eq!(names(&next(&mut watch).await), ["a"]);
     stop.cancel();
+}
+
+fn pool_names(pools: &[mcs_api::Pool]) -> Vec<String> {
+    pools.iter().map(|p| p.pool_key.dgd_name.to_string()).collect()
+}
+
+/// `watch_changes` yields the first list whole, then only what changed
+/// (added, modified, deleted), the flip to incomplete as changes and the
+/// first complete list after it whole; against a registry without event
+/// streams, every list whole.
+#[tokio::test]
+async fn watch_changes_yields_what_changed_after_a_whole_list() {
+    for before_events in [false, true] {
+        let fake = FakeRegistry::start().await;
+        fake.set_before_event_watches(before_events);
+        let c = client(&fake);
+        c.register_pool(&pool("a", json!({}))).await.unwrap();
+        c.register_pool(&pool("c", json!({}))).await.unwrap();
+        let stop = CancellationToken::new();
+        let mut watch = c.watch_changes::<PoolList>(stop.clone());
+        let first = next(&mut watch).await;
+        assert_eq!(first, Update::List(c.pools().await.unwrap()), "before_events={before_events}");
+
+        c.register_pool(&pool("b", json!({}))).await.unwrap();
+        let added = next(&mut watch).await;
+        c.register_pool(&pool("b", json!({"capacity": {"workers": 9}}))).await.unwrap();
+        let modified = next(&mut watch).await;
+        let a = c
+            .pools()
+            .await
+            .unwrap()
+            .pools
+            .into_iter()
+            .find(|p| p.pool_key.dgd_name.as_str() == "a");
+        c.withdraw_pool(&a.unwrap().pool_id, &Default::default()).await.unwrap();
+        let deleted = next(&mut watch).await;
+        let now = c.pools().await.unwrap();
+        if before_events {
+            for update in [&added, &modified, &deleted] {
+                assert!(matches!(update, Update::List(_)), "a registry without events: lists");
+            }
+            assert_eq!(deleted, Update::List(now));
+            stop.cancel();
+            continue;
+        }
+        let changes = |update: Update<PoolList>| match update {
+            Update::Changed(changes) => changes,
+            Update::List(list) => panic!("a whole list where changes were due: {list:?}"),
+        };
+        let (added, modified, deleted) = (changes(added), changes(modified), changes(deleted));
+        assert_eq!(pool_names(&added.upserted), ["b"]);
+        assert!(added.deleted.is_empty() && added.complete);
+        assert_eq!(pool_names(&modified.upserted), ["b"]);
+        assert_eq!(modified.upserted[0].capacity.workers, 9);
+        assert!(modified.deleted.is_empty());
+        assert!(deleted.upserted.is_empty());
+        assert_eq!(pool_names(&deleted.deleted), ["a"], "deleted as it was last");
+        assert_eq!(deleted.fingerprint, now.fingerprint, "the changes bring it to the list");
+
+        // The flip to incomplete comes as changes; the complete list after
+        // it whole.
+        fake.set_storage_unavailable(true);
+        let flipped = changes(next(&mut watch).await);
+        assert!(!flipped.complete);
+        fake.set_storage_unavailable(false);
+        let back = next(&mut watch).await;
+        let Update::List(back) = back else { panic!("changes after an incomplete list: {back:?}") };
+        assert!(back.complete);
+        assert_eq!(pool_names(&back.pools), ["b", "c"]);
+        stop.cancel();
+    }
 }

@@ -58,6 +58,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt};
 use mcs_api::{ExportAccepted, ExportKey, ExportList, ExportRequest, Label, Withdrawal};
+use mcs_client::Update;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -474,11 +475,15 @@ async fn follow_registry(
     cancel: CancellationToken,
 ) {
     while !cancel.is_cancelled() {
-        let mut watch = ex.ctx.registry.watch::<ExportList>(cancel.clone());
-        while let Some(list) = watch.next().await {
-            match list {
-                Ok(list) => {
-                    let ids = ex.state().take_view(&ex.ctx.cluster_id, list);
+        let mut watch = ex.ctx.registry.watch_changes::<ExportList>(cancel.clone());
+        while let Some(update) = watch.next().await {
+            match update {
+                Ok(update) => {
+                    let cluster = &ex.ctx.cluster_id;
+                    let ids = match update {
+                        Update::List(list) => ex.state().take_view(cluster, list),
+                        Update::Changed(changes) => ex.state().take_changes(cluster, changes),
+                    };
                     for (namespace, name) in ids {
                         let _ = changed.send(ObjectRef::new(&name).within(&namespace));
                     }

@@ -4,7 +4,8 @@
 
 use super::build::content_hash;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition as Shown;
-use mcs_api::{Condition, ExportList, ExportSpec, Label};
+use mcs_api::{Condition, Export, ExportList, ExportSpec, Label};
+use mcs_client::Changes;
 use std::collections::HashMap;
 
 /// A ServiceExport's namespace and name.
@@ -28,7 +29,21 @@ struct Sent {
 #[derive(Debug, Clone, Default)]
 struct View {
     complete: bool,
-    exports: HashMap<Id, (String, Vec<Condition>, ExportSpec)>,
+    exports: HashMap<Id, Held>,
+}
+
+/// One export in the view: its content hash, conditions and content.
+type Held = (String, Vec<Condition>, ExportSpec);
+
+/// The view's entry of export `e`, its hash taken from `old`'s entry when
+/// the content is the same (hashing is the costly part).
+fn held(old: Option<&View>, e: Export) -> (Id, Held) {
+    let id = (e.namespace.to_string(), e.name.to_string());
+    let hash = match old.and_then(|v| v.exports.get(&id)) {
+        Some((hash, _, spec)) if *spec == e.spec => hash.clone(),
+        _ => content_hash(&e.spec),
+    };
+    (id, (hash, e.conditions, e.spec))
 }
 
 /// A write of this controller that the ServiceExport store may not show
@@ -127,7 +142,8 @@ impl State {
     /// The registry's conditions of a sent export: its view's once that
     /// holds what was sent, else the reply to the send.
     pub fn registry_conditions(&self, id: &Id) -> Vec<Condition> {
-        conditions_in(self.view.as_ref(), self.sent.get(id), id).to_vec()
+        let Some(sent) = self.sent.get(id) else { return Vec::new() };
+        conditions_in(self.view.as_ref().and_then(|v| v.exports.get(id)), sent).to_vec()
     }
 
     /// Takes in a registry list; the exports of `cluster` that need a
@@ -141,42 +157,62 @@ impl State {
     /// its backoff.
     pub fn take_view(&mut self, cluster: &Label, list: ExportList) -> Vec<Id> {
         let old = self.view.take();
-        let exports = list
+        let exports: HashMap<Id, Held> = list
             .exports
             .into_iter()
             .filter(|e| e.cluster_id == *cluster)
-            .map(|e| {
-                let id = (e.namespace.to_string(), e.name.to_string());
-                let hash = match old.as_ref().and_then(|v| v.exports.get(&id)) {
-                    Some((hash, _, spec)) if *spec == e.spec => hash.clone(),
-                    _ => content_hash(&e.spec),
-                };
-                (id, (hash, e.conditions, e.spec))
-            })
+            .map(|e| held(old.as_ref(), e))
             .collect();
+        let mut ids: Vec<Id> = self.sent.keys().chain(exports.keys()).cloned().collect();
+        ids.sort();
+        ids.dedup();
+        let was = |id: &Id| old.as_ref().and_then(|v| v.exports.get(id));
+        let changed =
+            ids.into_iter().filter(|id| self.reconcile_for(id, was(id), exports.get(id))).collect();
         self.view = Some(View { complete: list.complete, exports });
-        let new = self.view.as_ref();
-        let mut changed: Vec<Id> = self
-            .sent
-            .iter()
-            .filter(|(id, sent)| {
-                conditions_in(old.as_ref(), Some(sent), id) != conditions_in(new, Some(sent), id)
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        if let Some(new) = new {
-            changed.extend(
-                new.exports
-                    .iter()
-                    .filter(|(id, held)| {
-                        !self.sent.contains_key(*id)
-                            && old.as_ref().and_then(|o| o.exports.get(*id)) != Some(*held)
-                    })
-                    .map(|(id, _)| id.clone()),
-            );
-        }
-        changed.sort();
         changed
+    }
+
+    /// Takes in what changed in the registry's list since the last one
+    /// taken (a complete one; [`mcs_client::Update`]) as
+    /// [`take_view`](Self::take_view) takes a list, looking at the exports
+    /// changed only.
+    pub fn take_changes(&mut self, cluster: &Label, changes: Changes<Export>) -> Vec<Id> {
+        // Changes come after a list; without one, what they make is no
+        // complete view.
+        let listed = self.view.is_some();
+        let mut view = self.view.take().unwrap_or_default();
+        let ours = |e: &Export| e.cluster_id == *cluster;
+        let mut touched: Vec<(Id, Option<Held>)> = Vec::new();
+        for e in changes.upserted.into_iter().filter(ours) {
+            let (id, now) = held(Some(&view), e);
+            touched.push((id.clone(), view.exports.insert(id, now)));
+        }
+        for e in changes.deleted.iter().filter(|e| ours(e)) {
+            let id = (e.namespace.to_string(), e.name.to_string());
+            let was = view.exports.remove(&id);
+            touched.push((id, was));
+        }
+        view.complete = changes.complete && listed;
+        let mut changed: Vec<Id> = touched
+            .into_iter()
+            .filter(|(id, was)| self.reconcile_for(id, was.as_ref(), view.exports.get(id)))
+            .map(|(id, _)| id)
+            .collect();
+        self.view = Some(view);
+        changed.sort();
+        changed.dedup();
+        changed
+    }
+
+    /// Whether the export `id` needs a reconcile for its entry in the
+    /// registry's view turning from `old` to `new` (see
+    /// [`take_view`](Self::take_view)).
+    fn reconcile_for(&self, id: &Id, old: Option<&Held>, new: Option<&Held>) -> bool {
+        match self.sent.get(id) {
+            Some(sent) => conditions_in(old, sent) != conditions_in(new, sent),
+            None => new.is_some() && old != new,
+        }
     }
 
     /// The ServiceExport store is filled: the controller reconciles only
@@ -275,11 +311,10 @@ impl State {
     }
 }
 
-/// The registry's conditions of an export `sent` as `view` gives them
-/// (see [`State::registry_conditions`]).
-fn conditions_in<'a>(view: Option<&'a View>, sent: Option<&'a Sent>, id: &Id) -> &'a [Condition] {
-    let Some(sent) = sent else { return &[] };
-    match view.and_then(|v| v.exports.get(id)) {
+/// The registry's conditions of an export `sent` as its entry in the
+/// view, `held`, gives them (see [`State::registry_conditions`]).
+fn conditions_in<'a>(held: Option<&'a Held>, sent: &'a Sent) -> &'a [Condition] {
+    match held {
         Some((hash, conditions, _)) if *hash == sent.hash => conditions,
         _ => &sent.conditions,
     }

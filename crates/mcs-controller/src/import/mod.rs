@@ -2,8 +2,9 @@
 //! a derived Service and EndpointSlices in this cluster (docs/design.md §13).
 //!
 //! ```text
-//!  registry watch (ImportList)      ─┐ complete list: sync the services whose import changed,
-//!  registry probe (every ≤ 15 s)    ─┤   delete ours of services no longer listed
+//!  registry watch (ImportList:      ─┐ complete list: sync the services whose import changed,
+//!    a list, then its changes)       │   delete ours of services no longer listed
+//!  registry probe (every ≤ 15 s)    ─┤
 //!  resync timer (jittered)          ─┤ resync, outage begins or ends: all of them
 //!  our objects changed (debounced)  ─┘ our object changed: its service (not our
 //!                                       writes' echoes, echo.rs)
@@ -13,9 +14,10 @@
 //! ```
 //!
 //! The registry client's watch retries a down registry silently (it yields
-//! only lists, and an error only when retrying cannot help), so a probe of
-//! the import list tells an outage from a quiet registry; the next complete
-//! list, or the first successful probe after an outage, reconciles again.
+//! only lists and changes, and an error only when retrying cannot help), so
+//! a probe of the import list tells an outage from a quiet registry; the
+//! next complete list, or the first successful probe after an outage,
+//! reconciles again.
 //!
 //! This cluster's own exports are imported too (MCS semantics). A namespace
 //! missing here gets nothing: the import is logged once and counted, and is
@@ -38,7 +40,8 @@ use crate::pace::jittered;
 use apply::{Key, Outcome, Stores, Touched, brief};
 use echo::Echoes;
 use hold::{HoldPolicy, Judged, RemovalHold};
-use mcs_api::ImportList;
+use mcs_api::{ImportList, ServiceImport};
+use mcs_client::{Changes, Update};
 use plan::RegistryState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -106,7 +109,8 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         cancel.clone(),
     ));
     let mut importer = Importer::new(ctx.clone(), stores);
-    let mut watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
+    let mut watch =
+        Some(ctx.registry.watch_changes::<ImportList>(cancel.child_token()).into_receiver());
     let mut watch_restart = Instant::now();
     let mut resync = Instant::now() + jittered(ctx.settings.resync_interval);
     let mut registrations = ctx.registrations.clone();
@@ -116,7 +120,13 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
         tokio::select! {
             _ = cancel.cancelled() => return Ok(()),
             item = async { watch.as_mut()?.recv().await }, if watch.is_some() => match item {
-                Some(Ok(list)) => importer.on_list(list).await,
+                Some(Ok(Update::List(list))) => importer.on_list(list).await,
+                Some(Ok(Update::Changed(changes))) => {
+                    if !importer.on_changes(changes).await {
+                        watch = None;
+                        watch_restart = Instant::now();
+                    }
+                }
                 Some(Err(error)) => {
                     tracing::warn!(%error, "registry watch failed");
                     importer.watch_error = Some(error.to_string());
@@ -130,7 +140,9 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
                 }
             },
             _ = tokio::time::sleep_until(watch_restart), if watch.is_none() => {
-                watch = Some(ctx.registry.watch::<ImportList>(cancel.child_token()).into_receiver());
+                watch = Some(
+                    ctx.registry.watch_changes::<ImportList>(cancel.child_token()).into_receiver(),
+                );
             }
             Some(probed) = probes.recv() => importer.on_probe(probed).await,
             Ok(()) = registrations.changed() => {
@@ -184,10 +196,8 @@ async fn probe(
 struct Importer {
     ctx: Arc<Context>,
     stores: Stores,
-    /// The last complete list.
-    latest: Option<ImportList>,
-    /// Where each service is in `latest`.
-    index: BTreeMap<Key, usize>,
+    /// The last complete list, by service.
+    latest: Option<Listed>,
     /// Whether the last list the watch gave was complete.
     watch_complete: bool,
     /// The error that ended the watch, until it gives a list again.
@@ -225,7 +235,6 @@ impl Importer {
             ctx,
             stores,
             latest: None,
-            index: BTreeMap::new(),
             watch_complete: false,
             watch_error: None,
             probe_error: None,
@@ -286,14 +295,14 @@ impl Importer {
         }
     }
 
-    /// Judges a complete list against what this cluster imports: a list
-    /// that would remove half or more of it at once starts a hold.
-    fn judge_removals(&mut self, list: &ImportList) {
-        let listed: BTreeSet<Key> = list.imports.iter().map(key_of).collect();
+    /// Judges a complete list, `listed`, against what this cluster imports
+    /// (its objects, and the services listed `before`): a list that would
+    /// remove half or more of it at once starts a hold.
+    fn judge_removals(&mut self, before: impl Iterator<Item = Key>, listed: &Listed) {
         let mut imported = self.stores.keys();
-        imported.extend(self.index.keys().cloned());
+        imported.extend(before);
         imported.remove(&unlabelled_key());
-        let removed = imported.difference(&listed).count();
+        let removed = imported.iter().filter(|k| !listed.imports.contains_key(*k)).count();
         let window = self.hold_window();
         self.hold.set_window(window);
         if let Judged::Began(_) = self.hold.judge(imported.len(), removed, Instant::now()) {
@@ -302,7 +311,7 @@ impl Importer {
                 imported = imported.len(),
                 removed,
                 hold_secs = window.as_secs_f64(),
-                fingerprint = %list.fingerprint,
+                fingerprint = %listed.fingerprint,
                 "the registry's list drops half or more of the imports at once: \
                  removals held (a registry that lost its records, docs/design.md §13)"
             );
@@ -318,31 +327,86 @@ impl Importer {
         )
     }
 
-    /// A new list from the watch: with the registry available before and
-    /// after, only the services whose import changed are synced (the rest
-    /// cannot have changed but by drift, which the resync and our watches
-    /// repair); otherwise everything.
-    async fn on_list(&mut self, list: ImportList) {
-        let arrived = Instant::now();
+    /// The watch gave a list (or changes) that is `complete` or not: when
+    /// it arrived, and whether the registry was available before.
+    fn took(&mut self, complete: bool) -> (Instant, bool) {
         let was_available = self.state() == RegistryState::Available;
-        let changed = match &self.latest {
-            Some(old) if was_available && list.complete => Some(changed_keys(old, &list)),
-            _ => None,
-        };
         self.watch_error = None;
-        self.watch_complete = list.complete;
+        self.watch_complete = complete;
+        (Instant::now(), was_available)
+    }
+
+    /// A whole list from the watch: see [`Self::arrived`].
+    async fn on_list(&mut self, list: ImportList) {
         tracing::debug!(
             imports = list.imports.len(),
             complete = list.complete,
             fingerprint = %list.fingerprint,
+            "imports listed"
+        );
+        let (arrived, was_available) = self.took(list.complete);
+        if !list.complete {
+            return self.arrived(arrived, None).await;
+        }
+        let imports: BTreeMap<Key, ServiceImport> =
+            list.imports.into_iter().map(|i| (key_of(&i), i)).collect();
+        let listed = Listed { imports, fingerprint: list.fingerprint };
+        let old = self.latest.take();
+        let changed = match &old {
+            Some(old) if was_available => Some(changed_keys(&old.imports, &listed.imports)),
+            _ => None,
+        };
+        self.latest_arrived = Some(arrived);
+        self.judge_removals(old.into_iter().flat_map(|o| o.imports.into_keys()), &listed);
+        self.latest = Some(listed);
+        self.arrived(arrived, changed).await
+    }
+
+    /// What changed since the last update, which was complete (the watch
+    /// gives a whole list after an incomplete one): applied to the latest
+    /// list by service, so that a change costs what it touches, not every
+    /// import listed (issue 27 item 9). See [`Self::arrived`]. `false` if
+    /// there was no list to apply them to (the watch gives changes only
+    /// after one): the watch must start again.
+    async fn on_changes(&mut self, changes: Changes<ServiceImport>) -> bool {
+        tracing::debug!(
+            upserted = changes.upserted.len(),
+            deleted = changes.deleted.len(),
+            complete = changes.complete,
+            fingerprint = %changes.fingerprint,
             "imports changed"
         );
-        if list.complete {
-            self.latest_arrived = Some(arrived);
-            self.judge_removals(&list);
-            self.index = list.imports.iter().enumerate().map(|(i, imp)| (key_of(imp), i)).collect();
-            self.latest = Some(list);
+        let Some(mut latest) = self.latest.take() else {
+            tracing::warn!("registry changes without a list before them: watching again");
+            return false;
+        };
+        let (arrived, was_available) = self.took(changes.complete);
+        if !changes.complete {
+            // The latest list stays the last complete one.
+            self.latest = Some(latest);
+            self.arrived(arrived, None).await;
+            return true;
         }
+        // Only a list that drops services can start a hold: the services
+        // listed before are needed to judge it.
+        let before: Option<Vec<Key>> =
+            (!changes.deleted.is_empty()).then(|| latest.imports.keys().cloned().collect());
+        let changed = latest.apply(changes);
+        self.latest_arrived = Some(arrived);
+        if let Some(before) = before {
+            self.judge_removals(before.into_iter(), &latest);
+        }
+        self.latest = Some(latest);
+        self.arrived(arrived, was_available.then_some(changed)).await;
+        true
+    }
+
+    /// A new list from the watch, whole or by its changes: with the
+    /// registry available before and after, only the services whose import
+    /// `changed` are synced (the rest cannot have changed but by drift,
+    /// which the resync and our watches repair); otherwise (`None`)
+    /// everything.
+    async fn arrived(&mut self, arrived: Instant, changed: Option<BTreeSet<Key>>) {
         let outcome = match changed {
             Some(keys) => {
                 let state = self.state();
@@ -395,9 +459,9 @@ impl Importer {
             Touched::Namespace(ns) => self
                 .latest
                 .iter()
-                .flat_map(|l| &l.imports)
-                .filter(|i| i.namespace.as_str() == ns)
-                .map(|i| (ns.clone(), i.name.as_str().to_owned()))
+                .flat_map(|l| l.imports.keys())
+                .filter(|key| key.0 == ns)
+                .cloned()
                 .collect(),
             Touched::All => self.all_keys().into_iter().collect(),
         };
@@ -409,7 +473,7 @@ impl Importer {
     /// Every service listed or holding objects of ours.
     fn all_keys(&self) -> BTreeSet<Key> {
         let mut keys = self.stores.keys();
-        keys.extend(self.index.keys().cloned());
+        keys.extend(self.latest.iter().flat_map(|l| l.imports.keys().cloned()));
         keys
     }
 
@@ -484,7 +548,7 @@ impl Importer {
     }
 
     fn listed(&self, key: &Key) -> Option<&mcs_api::ServiceImport> {
-        self.latest.as_ref()?.imports.get(*self.index.get(key)?)
+        self.latest.as_ref()?.imports.get(key)
     }
 
     /// Reconciles one service: sync it when listed, delete ours when the list
@@ -619,12 +683,41 @@ fn registry_state(
     }
 }
 
-/// The services whose import differs between two lists, or is in one only.
-fn changed_keys(old: &ImportList, new: &ImportList) -> BTreeSet<Key> {
-    fn by_key(list: &ImportList) -> BTreeMap<Key, &mcs_api::ServiceImport> {
-        list.imports.iter().map(|i| (key_of(i), i)).collect()
+/// A complete list of imports, by service.
+#[derive(Debug)]
+struct Listed {
+    imports: BTreeMap<Key, ServiceImport>,
+    fingerprint: String,
+}
+
+impl Listed {
+    /// Applies `changes`; the services whose import they changed, as
+    /// [`changed_keys`] gives them between the list before and after.
+    fn apply(&mut self, changes: Changes<ServiceImport>) -> BTreeSet<Key> {
+        let mut changed = BTreeSet::new();
+        for import in changes.upserted {
+            let key = key_of(&import);
+            if self.imports.get(&key) != Some(&import) {
+                changed.insert(key.clone());
+                self.imports.insert(key, import);
+            }
+        }
+        for import in &changes.deleted {
+            let key = key_of(import);
+            if self.imports.remove(&key).is_some() {
+                changed.insert(key);
+            }
+        }
+        self.fingerprint = changes.fingerprint;
+        changed
     }
-    let (old, new) = (by_key(old), by_key(new));
+}
+
+/// The services whose import differs between two lists, or is in one only.
+fn changed_keys(
+    old: &BTreeMap<Key, ServiceImport>,
+    new: &BTreeMap<Key, ServiceImport>,
+) -> BTreeSet<Key> {
     let mut changed: BTreeSet<Key> =
         old.iter().filter(|(k, i)| new.get(*k) != Some(*i)).map(|(k, _)| k.clone()).collect();
     changed.extend(new.keys().filter(|k| !old.contains_key(*k)).cloned());
@@ -690,8 +783,8 @@ mod tests {
         }
     }
 
-    fn list(imports: Vec<mcs_api::ServiceImport>) -> ImportList {
-        ImportList { imports, complete: true, fingerprint: "f".into() }
+    fn list(imports: Vec<mcs_api::ServiceImport>) -> BTreeMap<Key, ServiceImport> {
+        imports.into_iter().map(|i| (key_of(&i), i)).collect()
     }
 
     #[test]
@@ -706,6 +799,30 @@ mod tests {
             BTreeSet::from([key("a", "edited"), key("b", "gone"), key("c", "new")])
         );
         assert!(changed_keys(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn changes_applied_to_a_list_give_the_list_after_and_what_changed() {
+        let before =
+            vec![import("a", "kept", 80), import("a", "edited", 80), import("b", "gone", 80)];
+        let mut listed = Listed { imports: list(before.clone()), fingerprint: "f1".into() };
+        let changes = Changes {
+            upserted: vec![
+                import("a", "kept", 80),
+                import("a", "edited", 81),
+                import("c", "new", 80),
+            ],
+            deleted: vec![import("b", "gone", 80), import("z", "never-listed", 80)],
+            complete: true,
+            fingerprint: "f2".into(),
+        };
+        let after =
+            list(vec![import("a", "kept", 80), import("a", "edited", 81), import("c", "new", 80)]);
+        let changed = listed.apply(changes);
+        assert_eq!(changed, changed_keys(&list(before), &after));
+        assert_eq!(changed.len(), 3, "kept is unchanged, never-listed was not there");
+        assert_eq!(listed.imports, after);
+        assert_eq!(listed.fingerprint, "f2");
     }
 
     #[test]
