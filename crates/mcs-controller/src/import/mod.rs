@@ -376,11 +376,13 @@ impl Importer {
             fingerprint = %changes.fingerprint,
             "imports changed"
         );
+        // Whether the registry was available is read before the latest list
+        // is taken out (without one it is not).
+        let (arrived, was_available) = self.took(changes.complete);
         let Some(mut latest) = self.latest.take() else {
             tracing::warn!("registry changes without a list before them: watching again");
             return false;
         };
-        let (arrived, was_available) = self.took(changes.complete);
         if !changes.complete {
             // The latest list stays the last complete one.
             self.latest = Some(latest);
