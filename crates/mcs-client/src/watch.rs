@@ -237,10 +237,10 @@ impl<L: Section, Y: Yield<L>> Out<L, Y> {
                 Changes { upserted, deleted, complete: at.complete, fingerprint: key.0.clone() };
             match Y::changed(changes) {
                 Ok(yielded) => yielded,
-                Err(_) => Y::list(self.assemble(items, at)),
+                Err(_) => Y::list(assemble(items, at)),
             }
         } else {
-            Y::list(self.assemble(items, at))
+            Y::list(assemble(items, at))
         };
         self.relisted = false;
         self.last = Some(key);
@@ -249,10 +249,11 @@ impl<L: Section, Y: Yield<L>> Out<L, Y> {
         }
         self.tx.send(Ok(yielded)).await.is_ok()
     }
+}
 
-    fn assemble(&self, items: &BTreeMap<String, L::Item>, at: &Bookmark) -> L {
-        L::assemble(items.values().cloned().collect(), at.complete, at.fingerprint.clone())
-    }
+/// The list of `items` at bookmark `at`.
+fn assemble<L: Section>(items: &BTreeMap<String, L::Item>, at: &Bookmark) -> L {
+    L::assemble(items.values().cloned().collect(), at.complete, at.fingerprint.clone())
 }
 
 /// Follows the event stream of `L`, reconnecting and resuming, until

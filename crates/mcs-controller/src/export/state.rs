@@ -35,10 +35,15 @@ struct View {
 /// One export in the view: its content hash, conditions and content.
 type Held = (String, Vec<Condition>, ExportSpec);
 
+/// The id of the ServiceExport behind a registry export.
+fn id_of(e: &Export) -> Id {
+    (e.namespace.to_string(), e.name.to_string())
+}
+
 /// The view's entry of export `e`, its hash taken from `old`'s entry when
 /// the content is the same (hashing is the costly part).
 fn held(old: Option<&View>, e: Export) -> (Id, Held) {
-    let id = (e.namespace.to_string(), e.name.to_string());
+    let id = id_of(&e);
     let hash = match old.and_then(|v| v.exports.get(&id)) {
         Some((hash, _, spec)) if *spec == e.spec => hash.clone(),
         _ => content_hash(&e.spec),
@@ -189,7 +194,7 @@ impl State {
             touched.push((id.clone(), view.exports.insert(id, now)));
         }
         for e in changes.deleted.iter().filter(|e| ours(e)) {
-            let id = (e.namespace.to_string(), e.name.to_string());
+            let id = id_of(e);
             let was = view.exports.remove(&id);
             touched.push((id, was));
         }
