@@ -11,7 +11,9 @@
 //! ```
 //!
 //! FIRST (default 100) exports first, then 4 × FIRST more: `-- 200` makes
-//! 1,000 in all. `cargo bench` builds the controller it runs (the
+//! 1,000 in all. `--at-once=N` (default 1) creates N services at a time
+//! (each one's Service, slice and ServiceExport in turn), as a user
+//! applying many at once does; 1 creates them one after the other. `cargo bench` builds the controller it runs (the
 //! `mcs-controller-for-tests` binary of this package) with the bench
 //! profile, an optimized release build; `--profile dev` gives a debug one.
 //!
@@ -40,6 +42,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
@@ -103,22 +106,34 @@ fn resident_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
-/// Exports services `from..to` in namespace `ns` and waits until every
-/// export so far is Ready and imported, and the controller is quiet.
-async fn export_batch(c: &Cluster, ns: &str, from: usize, to: usize) {
+/// Exports services `from..to` in namespace `ns`, `at_once` services
+/// created at a time (each one's Service, slice and ServiceExport in that
+/// order), and waits until every export so far is Ready and imported, and
+/// the controller is quiet.
+async fn export_batch(c: &Cluster, ns: &str, (from, to): (usize, usize), at_once: usize) {
     let services: Api<Service> = Api::namespaced(c.kube.clone(), ns);
     let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), ns);
     let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), ns);
     let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), ns);
-    for i in from..to {
-        let name = format!("svc-{i:05}");
-        let address = format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256);
-        apply(&services, &service(ns, &name, &[("http", 80, 8080)], false)).await;
-        let slice =
-            endpoint_slice(ns, &name, &format!("{name}-own"), &[&address], &[("http", 8080)]);
-        apply(&slices, &slice).await;
-        apply(&exports, &mcs_tests::controller::service_export(ns, &name)).await;
-    }
+    futures::stream::iter(from..to)
+        .for_each_concurrent(at_once, |i| {
+            let (services, slices, exports) = (&services, &slices, &exports);
+            async move {
+                let name = format!("svc-{i:05}");
+                let address = format!("10.{}.{}.{}", 100 + i / 65536, (i / 256) % 256, i % 256);
+                apply(services, &service(ns, &name, &[("http", 80, 8080)], false)).await;
+                let slice = endpoint_slice(
+                    ns,
+                    &name,
+                    &format!("{name}-own"),
+                    &[&address],
+                    &[("http", 8080)],
+                );
+                apply(slices, &slice).await;
+                apply(exports, &mcs_tests::controller::service_export(ns, &name)).await;
+            }
+        })
+        .await;
     let deadline = Instant::now() + Duration::from_secs(1800);
     let imported_slices = ListParams::default()
         .labels(&format!("endpointslice.kubernetes.io/managed-by={MANAGED_BY}"));
@@ -174,12 +189,13 @@ async fn batch(
     pid: u32,
     ns: &str,
     (label, from, to): (&str, usize, usize),
+    at_once: usize,
     by_kind: &mut BTreeMap<(&'static str, String, String, u16), usize>,
 ) -> ((f64, f64), Vec<String>) {
     let (seen_before, cpu_before) = (requests(c).len(), cpu_seconds(pid).await);
     let reconciles_before = reconciles(c).await;
     let started = Instant::now();
-    export_batch(c, ns, from, to).await;
+    export_batch(c, ns, (from, to), at_once).await;
     let elapsed = started.elapsed().as_secs_f64();
     let n = (to - from) as f64;
     let made: Vec<_> = requests(c).into_iter().skip(seen_before).collect();
@@ -236,8 +252,13 @@ async fn start_floor(c: &Cluster) -> tokio::process::Child {
 #[tokio::main]
 async fn main() {
     let first: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(100);
+    let at_once: usize = std::env::args()
+        .find_map(|a| a.strip_prefix("--at-once=").map(|n| n.parse().expect("--at-once=N, N > 0")))
+        .unwrap_or(1);
+    assert!(at_once > 0, "--at-once=N needs N > 0");
     let second = first * 4;
     print_machine();
+    println!("services created {at_once} at a time");
     // Logging as deployed: the chart's default filter (`log: info`), not
     // the tests' `mcs_controller=debug`.
     let mut world = World::start(
@@ -266,7 +287,8 @@ async fn main() {
     let mut figures = [Vec::new(), Vec::new()];
     for b in batches {
         for (i, (subject, cluster, pid)) in subjects.iter().enumerate() {
-            let (measured, row) = batch(cluster, subject, *pid, NS, b, &mut kinds[i]).await;
+            let (measured, row) =
+                batch(cluster, subject, *pid, NS, b, at_once, &mut kinds[i]).await;
             figures[i].push(measured);
             rows.push(row);
         }
