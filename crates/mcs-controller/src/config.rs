@@ -263,6 +263,12 @@ pub struct RunArgs {
     #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
+    /// Threads of the async runtime; unset, one per CPU available to the
+    /// process. One cost about a tenth less CPU per export than two
+    /// (docs/benchmarks.md §8).
+    #[arg(long, env = "MCS_WORKER_THREADS",
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: Option<u16>,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9091", value_parser = crate::shared_cli::listen_address)]
     pub admin_listen: SocketAddr,
@@ -447,6 +453,18 @@ mod tests {
         let config = with(&["--resync-interval-secs", "60"]).unwrap();
         assert_eq!(config.settings.resync_interval, Duration::from_secs(60));
         assert_eq!(config.settings.max_endpoints_per_slice, 100);
+    }
+
+    #[test]
+    fn the_runtime_has_the_workers_asked_for() {
+        let threads = |extra: &[&str]| {
+            let argv = [&["mcs-controller"], extra].concat();
+            Cli::try_parse_from(argv).map(|cli| cli.run.worker_threads).map_err(|e| e.to_string())
+        };
+        assert_eq!(threads(&[]), Ok(None));
+        assert_eq!(threads(&["--worker-threads", "1"]), Ok(Some(1)));
+        let err = threads(&["--worker-threads", "0"]).unwrap_err();
+        assert!(err.contains("--worker-threads") && err.contains("1..=256"), "{err}");
     }
 
     /// Issue 29 item 11 (before: the default selected

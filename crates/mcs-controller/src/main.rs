@@ -8,9 +8,22 @@
 use mcs_controller::config::{Cli, Command, CorednsCommand, LogFormat};
 use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::from_command_line();
+    // Multi-threaded even with one worker (`--worker-threads 1`):
+    // `spawn_blocking` work (DNS lookups, files) runs beside it.
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = cli.run.worker_threads {
+        runtime.worker_threads(usize::from(workers));
+    }
+    let runtime = runtime.enable_all().build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(e) => fail(LogFormat::Text, &format!("starting the async runtime: {e}"), 1),
+    }
+}
+
+async fn run(cli: Cli) -> ExitCode {
     let printed = match cli.command {
         Some(Command::Crds) => Some(mcs_controller::crd::crds_yaml()),
         Some(Command::Rbac(args)) => Some(args.install().yaml()),

@@ -53,6 +53,10 @@ use tokio_util::sync::CancellationToken;
 /// Delay between a change of our objects and the reconcile of its service,
 /// so that a burst of events (our own writes among them) makes one pass.
 const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// Reconciles in a row before the importer lets the runtime's other tasks run.
+const YIELD_EVERY: usize = 64;
+
 /// Delay before a service whose sync failed is tried again, doubled at each
 /// further failure up to `RETRY_MAX`.
 const RETRY: Duration = Duration::from_secs(5);
@@ -484,7 +488,13 @@ impl Importer {
         let due: Vec<Key> =
             self.pending.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
         let state = self.state();
-        for key in due {
+        for (i, key) in due.into_iter().enumerate() {
+            // A resync of thousands of services that write nothing never
+            // waits: let the runtime's other tasks (probes, metrics, the
+            // lease) run between them, on one worker too.
+            if i % YIELD_EVERY == YIELD_EVERY - 1 {
+                tokio::task::yield_now().await;
+            }
             self.pending.remove(&key);
             self.reconcile_pending(&key, &state).await;
         }
