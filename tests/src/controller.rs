@@ -567,13 +567,25 @@ impl ControllerProcess {
         assert!(status.success(), "kill -{signal} {pid}");
     }
 
-    /// Waits (up to 30 s) for it to exit on its own; its exit code.
+    /// Waits (up to 30 s) for it to exit on its own; its exit code. Ended
+    /// by a signal (no code), it says which, with its last log lines.
     pub async fn exited(&mut self) -> Option<i32> {
-        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+        use std::os::unix::process::ExitStatusExt;
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .expect("exits within 30 s")
-            .expect("wait")
-            .code()
+            .expect("wait");
+        if let Some(signal) = status.signal() {
+            // The log's reader reads what the process wrote last meanwhile.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let log = self.log();
+            eprintln!(
+                "mcs-controller ended by signal {signal} (core dumped: {}); its last log lines:\n{}",
+                status.core_dumped(),
+                log[log.len().saturating_sub(20)..].join("\n")
+            );
+        }
+        status.code()
     }
 
     /// Sends SIGTERM and waits (up to 20 s) for the exit code.
