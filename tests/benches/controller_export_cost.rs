@@ -13,7 +13,8 @@
 //! FIRST (default 100) exports first, then 4 × FIRST more: `-- 200` makes
 //! 1,000 in all. `--at-once=N` (default 1) creates N services at a time
 //! (each one's Service, slice and ServiceExport in turn), as a user
-//! applying many at once does; 1 creates them one after the other. `cargo bench` builds the controller it runs (the
+//! applying many at once does; 1 creates them one after the other.
+//! `cargo bench` builds the controller it runs (the
 //! `mcs-controller-for-tests` binary of this package) with the bench
 //! profile, an optimized release build; `--profile dev` gives a debug one.
 //!

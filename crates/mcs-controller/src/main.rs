@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let runtime = runtime.enable_all().build();
     match runtime {
         Ok(runtime) => runtime.block_on(run(cli)),
+        // No log subscriber yet: plain text on stderr, whatever --log-format.
         Err(e) => fail(LogFormat::Text, &format!("starting the async runtime: {e}"), 1),
     }
 }
