@@ -15,7 +15,7 @@ use mcs_controller::MANAGED_BY;
 use mcs_controller::crd::{ServiceExport, ServiceImport};
 use mcs_testkit::eventually;
 use mcs_testkit::k8s::ensure_namespace;
-use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
+use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, export_progress, service};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -1743,30 +1743,6 @@ async fn an_undecodable_export_is_skipped_and_sigterm_stops_within_10_s_while_th
     .await;
 }
 
-/// How many of `names` are exported and imported in `c`: the fewest of
-/// their ServiceExports `Ready=True`, their ServiceImports with IPs and
-/// status, and our slices.
-async fn imported_ready(c: &Cluster, names: &[String]) -> usize {
-    let named = |name: &Option<String>| names.contains(&name.clone().unwrap_or_default());
-    let list = exports(c).list(&ListParams::default()).await.unwrap();
-    let ready = list.items.iter().filter(|e| {
-        named(&e.metadata.name)
-            && e.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-    });
-    let imported = imports(c).list(&ListParams::default()).await.unwrap();
-    let imported = imported.items.iter().filter(|i| {
-        named(&i.metadata.name)
-            && !i.spec.ips.is_empty()
-            && i.status.as_ref().is_some_and(|s| !s.clusters.is_empty())
-    });
-    let selector = format!("endpointslice.kubernetes.io/managed-by={MANAGED_BY}");
-    let lp = ListParams::default().labels(&selector);
-    let sliced = slices(c).list(&lp).await.unwrap().items.len();
-    ready.count().min(imported.count()).min(sliced)
-}
-
 /// Issue 29 item 7 (and issue 27 item 9): each change of the registry's
 /// view made every export reconcile again, some on a store that had not
 /// yet seen their own last write, so a status (or the finalizer) was
@@ -1811,7 +1787,7 @@ async fn exporting_and_importing_a_service_costs_five_writes_and_no_finalizer() 
     }
     let all_imported = async |names: &[String]| {
         eventually(WITHIN, "every export ready and imported (IPs, status, slice)", async || {
-            imported_ready(east, names).await == names.len()
+            export_progress(east, NS, |n| names.iter().any(|x| x == n)).await.done() == names.len()
         })
         .await;
     };

@@ -46,11 +46,10 @@
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use mcs_bench::report::{Table, print_machine};
-use mcs_controller::MANAGED_BY;
-use mcs_controller::crd::{ServiceExport, ServiceImport};
-use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, service};
+use mcs_controller::crd::ServiceExport;
+use mcs_tests::controller::{Cluster, World, apply, endpoint_slice, export_progress, service};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -115,7 +114,6 @@ async fn export_batch(c: &Cluster, ns: &str, (from, to): (usize, usize), at_once
     let services: Api<Service> = Api::namespaced(c.kube.clone(), ns);
     let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), ns);
     let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), ns);
-    let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), ns);
     futures::stream::iter(from..to)
         .for_each_concurrent(at_once, |i| {
             let (services, slices, exports) = (&services, &slices, &exports);
@@ -136,37 +134,12 @@ async fn export_batch(c: &Cluster, ns: &str, (from, to): (usize, usize), at_once
         })
         .await;
     let deadline = Instant::now() + Duration::from_secs(1800);
-    let imported_slices = ListParams::default()
-        .labels(&format!("endpointslice.kubernetes.io/managed-by={MANAGED_BY}"));
     loop {
-        let list = exports.list(&ListParams::default()).await.unwrap();
-        let ready = list
-            .items
-            .iter()
-            .filter(|e| {
-                e.status.as_ref().is_some_and(|s| {
-                    s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                })
-            })
-            .count();
-        let imported = imports
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .filter(|i| {
-                !i.spec.ips.is_empty() && i.status.as_ref().is_some_and(|s| !s.clusters.is_empty())
-            })
-            .count();
-        let sliced = slices.list(&imported_slices).await.unwrap().items.len();
-        if ready >= to && imported >= to && sliced >= to {
+        let progress = export_progress(c, ns, |_| true).await;
+        if progress.done() >= to {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "after 30 min: {ready} of {to} exports ready, {imported} imported, {sliced} slices"
-        );
+        assert!(Instant::now() < deadline, "after 30 min, of {to} exports: {progress:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // Quiet: no request of the controller for 3 s (late status writes,

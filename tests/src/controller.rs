@@ -20,7 +20,11 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use mcs_controller::MANAGED_BY;
+use mcs_controller::crd::{ServiceExport, ServiceImport};
+use mcs_controller::import::plan::{SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL};
 use mcs_testkit::k8s::{K8sEnv, ensure_namespace};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -645,8 +649,8 @@ pub fn service(namespace: &str, name: &str, ports: &[(&str, u16, u16)], headless
 
 /// A ServiceExport of `namespace/name` (no spec: the Service of the same
 /// name is exported as it is).
-pub fn service_export(namespace: &str, name: &str) -> mcs_controller::crd::ServiceExport {
-    mcs_controller::crd::ServiceExport {
+pub fn service_export(namespace: &str, name: &str) -> ServiceExport {
+    ServiceExport {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
             namespace: Some(namespace.into()),
@@ -787,4 +791,54 @@ pub async fn start_discovering_registry(
         .start()
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// How far the exports of some services in a namespace have come in a
+/// cluster: each count is of the services asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportProgress {
+    /// ServiceExports with `Ready=True`.
+    pub ready: usize,
+    /// ServiceImports with their IPs and their exporting clusters.
+    pub imported: usize,
+    /// EndpointSlices this controller imported.
+    pub sliced: usize,
+}
+
+impl ExportProgress {
+    /// The services of it exported and imported: the fewest of the three.
+    pub fn done(&self) -> usize {
+        self.ready.min(self.imported).min(self.sliced)
+    }
+}
+
+/// The exports of namespace `ns` in `c`, of the services `wanted` names.
+pub async fn export_progress(
+    c: &Cluster,
+    ns: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> ExportProgress {
+    let all = ListParams::default();
+    let exports: Api<ServiceExport> = Api::namespaced(c.kube.clone(), ns);
+    let ready = exports.list(&all).await.expect("list ServiceExports").items;
+    let ready = ready.iter().filter(|e| {
+        wanted(&e.name_any())
+            && e.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+    });
+    let imports: Api<ServiceImport> = Api::namespaced(c.kube.clone(), ns);
+    let imported = imports.list(&all).await.expect("list ServiceImports").items;
+    let imported = imported.iter().filter(|i| {
+        wanted(&i.name_any())
+            && !i.spec.ips.is_empty()
+            && i.status.as_ref().is_some_and(|s| !s.clusters.is_empty())
+    });
+    let slices: Api<EndpointSlice> = Api::namespaced(c.kube.clone(), ns);
+    let ours = all.clone().labels(&format!("{SLICE_MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let sliced = slices.list(&ours).await.expect("list EndpointSlices").items;
+    let sliced = sliced
+        .iter()
+        .filter(|s| s.labels().get(SERVICE_NAME_LABEL).is_some_and(|name| wanted(name)));
+    ExportProgress { ready: ready.count(), imported: imported.count(), sliced: sliced.count() }
 }
