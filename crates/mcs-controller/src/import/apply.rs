@@ -322,6 +322,8 @@ pub struct Synced {
     pub ready: String,
     /// The versions its writes made (their watch events are echoes).
     pub written: Vec<Version>,
+    /// Objects of ours no longer planned, kept because removals are held.
+    pub kept: usize,
 }
 
 fn apply_params() -> PatchParams {
@@ -489,6 +491,7 @@ pub async fn sync(
     stores: &Stores,
     import: &mcs_api::ServiceImport,
     state: &RegistryState,
+    removals_held: bool,
     max_per_slice: usize,
     cluster_families: &[IpFamily],
 ) -> anyhow::Result<Synced> {
@@ -566,8 +569,8 @@ pub async fn sync(
         written.extend(Version::of(&applied));
     }
 
-    // The slices, then (from a complete list only) what is ours of this
-    // service and no longer planned.
+    // The slices, then (from a complete list, removals not held) what is
+    // ours of this service and no longer planned.
     for slice in &planned_slices {
         let slice_name = slice.metadata.name.as_deref().unwrap_or_default();
         let current = stores.slice(namespace, slice_name);
@@ -582,13 +585,25 @@ pub async fn sync(
     let planned: BTreeSet<&str> =
         planned_slices.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
     let key = (namespace.to_owned(), name.to_owned());
-    for extra in unplanned(stores.slices_of(&key), &planned, state) {
+    // A cluster no longer listed is a removal the list asks for: held
+    // while removals are. Any other slice or Service of ours not planned
+    // (a chunk fewer, an object left by hand) goes from a complete list.
+    let (missing, stray): (Vec<_>, Vec<_>) = unplanned(stores.slices_of(&key), &planned)
+        .into_iter()
+        .partition(|slice| plan::of_missing_cluster(slice, import));
+    let stray_services = unplanned(stores.services_of(&key), &BTreeSet::from([derived.as_str()]));
+    let (doomed, doomed_services, kept) = match removal(state, removals_held) {
+        Removal::Delete => (missing.into_iter().chain(stray).collect(), stray_services, 0),
+        Removal::Held => (stray, stray_services, missing.len()),
+        Removal::Unknown => (Vec::new(), Vec::new(), 0),
+    };
+    for extra in doomed {
         let what = format!("deleting EndpointSlice {namespace}/{}", extra.name_any());
         if failures.check(what, delete(&slices, extra.as_ref()).await) == Some(true) {
             outcome.deletes += 1;
         }
     }
-    for extra in unplanned(stores.services_of(&key), &BTreeSet::from([derived.as_str()]), state) {
+    for extra in doomed_services {
         let what = format!("deleting Service {namespace}/{}", extra.name_any());
         if failures.check(what, delete(&services, extra.as_ref()).await) == Some(true) {
             outcome.deletes += 1;
@@ -601,7 +616,7 @@ pub async fn sync(
         .find(|c| c.type_ == plan::READY)
         .map_or_else(|| "Unknown".to_owned(), |c| c.status.clone());
     let endpoints = plan::endpoint_count(&planned_slices);
-    Ok(Synced { outcome, slices: planned_slices.len(), endpoints, ready, written })
+    Ok(Synced { outcome, slices: planned_slices.len(), endpoints, ready, written, kept })
 }
 
 /// Applies the derived Service `wanted` over `current` (if it changes
@@ -644,17 +659,31 @@ async fn apply_derived(
     }
 }
 
-/// Those of `ours` (objects of one service) that are not `planned` and are
-/// to be deleted: none unless the registry is available, for the plan then
-/// comes from the last complete list, which is no proof of deletion.
-fn unplanned<K: Resource>(
-    ours: Vec<Arc<K>>,
-    planned: &BTreeSet<&str>,
-    state: &RegistryState,
-) -> Vec<Arc<K>> {
-    if *state != RegistryState::Available {
-        return Vec::new();
+/// What becomes of what is ours of a service and no longer planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Removal {
+    /// Deleted: the list is complete and removals are not held.
+    Delete,
+    /// The slices of a cluster no longer listed kept until the hold ends:
+    /// the list is complete but may be one of a registry that forgot
+    /// (docs/design.md §13), and a cluster missing from a service still
+    /// listed comes back within one lease, as a whole service would.
+    /// Other objects no longer planned are deleted.
+    Held,
+    /// Kept: the registry's list is not known complete.
+    Unknown,
+}
+
+fn removal(state: &RegistryState, removals_held: bool) -> Removal {
+    match state {
+        RegistryState::Available if removals_held => Removal::Held,
+        RegistryState::Available => Removal::Delete,
+        _ => Removal::Unknown,
     }
+}
+
+/// Those of `ours` not named in `planned`.
+fn unplanned<K: Resource>(ours: Vec<Arc<K>>, planned: &BTreeSet<&str>) -> Vec<Arc<K>> {
     ours.into_iter()
         .filter(|o| !o.meta().name.as_deref().is_some_and(|n| planned.contains(n)))
         .collect()
@@ -836,7 +865,7 @@ mod tests {
     }
 
     #[test]
-    fn extra_objects_are_deleted_only_while_the_registry_is_available() {
+    fn extra_objects_are_deleted_only_from_a_complete_list_and_no_hold() {
         let slice = |name: &str| {
             let mut s = EndpointSlice::default();
             s.metadata.name = Some(name.into());
@@ -847,10 +876,13 @@ mod tests {
         let names = |v: Vec<Arc<EndpointSlice>>| -> Vec<String> {
             v.iter().map(|s| s.name_any()).collect()
         };
-        assert_eq!(names(unplanned(ours(), &planned, &RegistryState::Available)), ["stray"]);
-        assert!(unplanned(ours(), &planned, &RegistryState::Incomplete).is_empty());
+        assert_eq!(names(unplanned(ours(), &planned)), ["stray"]);
+        assert_eq!(removal(&RegistryState::Available, false), Removal::Delete);
+        assert_eq!(removal(&RegistryState::Available, true), Removal::Held);
+        assert_eq!(removal(&RegistryState::Incomplete, false), Removal::Unknown);
         let down = RegistryState::Unreachable("refused".into());
-        assert!(unplanned(ours(), &planned, &down).is_empty());
+        assert_eq!(removal(&down, false), Removal::Unknown);
+        assert_eq!(removal(&down, true), Removal::Unknown);
     }
 
     #[test]

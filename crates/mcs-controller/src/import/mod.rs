@@ -269,6 +269,14 @@ impl Importer {
         removal_confirmed(self.latest_arrived, continued, self.hold_window(), now)
     }
 
+    /// Until when removals are held, if they are: while a hold runs, then
+    /// until this cluster's next renewal vouches for the list (design.md
+    /// §13, "A registry that forgot"). Then what is ours and no longer
+    /// listed is looked at again.
+    fn removals_held(&self, now: Instant) -> Option<Instant> {
+        self.hold.held_until(now).or_else(|| self.removal_confirmed(now).err())
+    }
+
     /// The window of a removal hold: the flag's, else the cluster's lease
     /// as granted (within it every living exporter renews, learns that the
     /// registry forgot it, and sends its exports again), at most 5 min.
@@ -592,8 +600,17 @@ impl Importer {
                 self.missing_logged.remove(key);
                 let max = self.ctx.settings.max_endpoints_per_slice;
                 let families = &self.cluster_families;
-                match apply::sync(&kube, &self.stores, &import, state, max, families).await {
+                let held = self.removals_held(Instant::now());
+                let synced =
+                    apply::sync(&kube, &self.stores, &import, state, held.is_some(), max, families);
+                match synced.await {
                     Ok(synced) => {
+                        if synced.kept > 0
+                            && let Some(until) = held
+                        {
+                            // Looked at again when the hold ends.
+                            self.pending.insert(key.clone(), until);
+                        }
                         self.echoes.record(key, synced.written);
                         let (ns, name) = key.clone();
                         metrics::gauge!(IMPORT_SLICES, "namespace" => ns.clone(), "name" => name.clone())
@@ -607,18 +624,10 @@ impl Importer {
                 }
             }
             None if *state == RegistryState::Available
-                && let Some(until) = self.hold.held_until(Instant::now()) =>
+                && let Some(until) = self.removals_held(Instant::now()) =>
             {
-                // Kept until the hold ends, then looked at again.
+                // Kept, then looked at again.
                 self.pending.insert(key.clone(), until);
-                Ok((Outcome::default(), self.ready.get(key).cloned()))
-            }
-            None if *state == RegistryState::Available
-                && let Err(again) = self.removal_confirmed(Instant::now()) =>
-            {
-                // Kept until this cluster's next renewal vouches for the
-                // list (design.md §13, "A registry that forgot").
-                self.pending.insert(key.clone(), again);
                 Ok((Outcome::default(), self.ready.get(key).cloned()))
             }
             None if *state == RegistryState::Available => {

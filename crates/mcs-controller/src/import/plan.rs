@@ -513,6 +513,15 @@ pub fn endpoint_count(slices: &[EndpointSlice]) -> usize {
     slices.iter().map(|s| s.endpoints.as_ref().map_or(0, Vec::len)).sum()
 }
 
+/// Whether `slice` (one of ours) is of a cluster that `import` no longer
+/// lists.
+pub fn of_missing_cluster(slice: &EndpointSlice, import: &mcs_api::ServiceImport) -> bool {
+    let labels = slice.metadata.labels.as_ref();
+    labels.and_then(|l| l.get(SOURCE_CLUSTER_LABEL)).is_some_and(|source| {
+        !import.clusters.iter().any(|c| c.cluster_id.as_str() == source.as_str())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -987,5 +996,20 @@ mod tests {
         let names: Vec<_> =
             slices[0].ports.iter().flatten().map(|p| p.name.clone().unwrap()).collect();
         assert_eq!(names, ["http"]);
+    }
+
+    #[test]
+    fn a_slice_is_of_a_missing_cluster_when_its_source_is_not_listed() {
+        let two = import(vec![cluster("east", endpoints_v4(2)), cluster("west", endpoints_v4(1))]);
+        let slices = endpoint_slices(&two, &owner(), 100);
+        assert_eq!(slices.len(), 2);
+        assert!(slices.iter().all(|s| !of_missing_cluster(s, &two)));
+        let west_only = import(vec![cluster("west", endpoints_v4(1))]);
+        let missing: Vec<bool> = slices.iter().map(|s| of_missing_cluster(s, &west_only)).collect();
+        let east_first =
+            slices[0].metadata.labels.as_ref().unwrap()[SOURCE_CLUSTER_LABEL] == "east";
+        assert_eq!(missing, if east_first { [true, false] } else { [false, true] });
+        // Unlabelled: no cluster's, so none missing.
+        assert!(!of_missing_cluster(&EndpointSlice::default(), &west_only));
     }
 }
