@@ -55,3 +55,26 @@ async fn an_environment_serves_rbac_audits_and_stops_on_drop() {
     }
     assert!(!dir.exists());
 }
+
+/// A free port taken between its choice and the API server's bind (another
+/// process's outgoing connection draws from the same range) made `up` fail:
+/// "kube-apiserver exited … bind: address already in use", seen as a
+/// controller test that failed to start its cluster. `up` now starts again
+/// on other ports. Here the first attempt's port is one this test holds.
+#[tokio::test]
+async fn a_taken_port_makes_up_start_again_on_another() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let port = busy.local_addr().expect("its address").port().to_string();
+    let Some(env) = K8sEnv::start_with("busy", &[("MCS_K8S_ENV_FIRST_API_PORT", &port)]).await
+    else {
+        return;
+    };
+    let kubeconfig = std::fs::read_to_string(env.kubeconfig()).expect("kubeconfig");
+    let server = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("server: "));
+    let server = server.expect("a server in the kubeconfig");
+    assert!(!server.ends_with(&format!(":{port}")), "{server} is the port held");
+    let log = std::fs::read_to_string(env.dir().join("kube-apiserver.log")).expect("its log");
+    assert!(!log.contains("address already in use"), "the log is the second attempt's");
+    let version = env.client().await.apiserver_version().await.expect("version");
+    assert_eq!(version.major, "1");
+}

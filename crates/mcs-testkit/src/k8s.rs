@@ -54,7 +54,12 @@ impl K8sEnv {
     /// Starts cluster `name`; `None` (with a notice) when it cannot start
     /// and the Kubernetes tests are not required; panics when they are.
     pub async fn start(name: &str) -> Option<Self> {
-        match Self::try_start(name).await {
+        Self::start_with(name, &[]).await
+    }
+
+    /// [`K8sEnv::start`], with `env` set for `scripts/k8s-env up`.
+    pub async fn start_with(name: &str, env: &[(&str, &str)]) -> Option<Self> {
+        match Self::try_start(name, env).await {
             Ok(env) => Some(env),
             Err(e) if required() => panic!(
                 "the Kubernetes test environment did not start but is required \
@@ -72,8 +77,9 @@ impl K8sEnv {
         }
     }
 
-    /// Starts cluster `name`, or says why it could not.
-    pub async fn try_start(name: &str) -> anyhow::Result<Self> {
+    /// Starts cluster `name` (`env` set for `scripts/k8s-env up`), or says
+    /// why it could not.
+    pub async fn try_start(name: &str, env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(crate::dynamo::unique_name(&format!("mcs-k8s-{name}")));
         std::fs::create_dir_all(&dir)?;
         let out = tokio::process::Command::new(script())
@@ -81,6 +87,7 @@ impl K8sEnv {
             .arg(&dir)
             .args(["--name", name])
             .env("MCS_K8S_ENV_PARENT", std::process::id().to_string())
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .output()
             .await
