@@ -1005,10 +1005,14 @@ mod tests {
         assert_eq!(slices.len(), 2);
         assert!(slices.iter().all(|s| !of_missing_cluster(s, &two)));
         let west_only = import(vec![cluster("west", endpoints_v4(1))]);
-        let missing: Vec<bool> = slices.iter().map(|s| of_missing_cluster(s, &west_only)).collect();
-        let east_first =
-            slices[0].metadata.labels.as_ref().unwrap()[SOURCE_CLUSTER_LABEL] == "east";
-        assert_eq!(missing, if east_first { [true, false] } else { [false, true] });
+        let missing: BTreeMap<&str, bool> = slices
+            .iter()
+            .map(|s| {
+                let source = s.metadata.labels.as_ref().unwrap()[SOURCE_CLUSTER_LABEL].as_str();
+                (source, of_missing_cluster(s, &west_only))
+            })
+            .collect();
+        assert_eq!(missing, BTreeMap::from([("east", true), ("west", false)]));
         // Unlabelled: no cluster's, so none missing.
         assert!(!of_missing_cluster(&EndpointSlice::default(), &west_only));
     }
