@@ -29,8 +29,10 @@
 //! ServiceExports shows `Ready=True`, every one of its services is imported
 //! (a ServiceImport with its clusterset IP and status, an imported slice)
 //! and the controller has made no request for 3 s; the controller's
-//! resident memory is read then, and its reconciles per export (each side)
-//! are counted from its metrics.
+//! resident memory and its context switches (every thread's, voluntary
+//! and not: how often it slept and was woken; the floor's too) are read
+//! then from `/proc`, and its reconciles per export (each side) are
+//! counted from its metrics.
 //!
 //! The baseline of the CPU: the floor (`kube-floor-for-bench`,
 //! src/bin/kube_floor.rs), a process that makes the controller's
@@ -106,6 +108,24 @@ fn resident_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
+/// The context switches of process `pid` so far, voluntary and not, over
+/// its threads that still run (`/proc/<pid>/task/*/status`): how often it
+/// was put to sleep and woken, the cost that dominates its profile
+/// (docs/benchmarks.md §8).
+fn context_switches(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 /// Exports services `from..to` in namespace `ns`, `at_once` services
 /// created at a time (each one's Service, slice and ServiceExport in that
 /// order), and waits until every export so far is Ready and imported, and
@@ -167,6 +187,7 @@ async fn batch(
     by_kind: &mut BTreeMap<(&'static str, String, String, u16), usize>,
 ) -> ((f64, f64), Vec<String>) {
     let (seen_before, cpu_before) = (requests(c).len(), cpu_seconds(pid).await);
+    let switches_before = context_switches(pid);
     let reconciles_before = reconciles(c).await;
     let started = Instant::now();
     export_batch(c, ns, (from, to), at_once).await;
@@ -177,6 +198,7 @@ async fn batch(
     let (reqs, export_side, import_side) =
         (made.len() as f64 / n, on("export") / n, on("import") / n);
     let cpu_ms = (cpu_seconds(pid).await - cpu_before) * 1000.0 / n;
+    let switches = context_switches(pid).saturating_sub(switches_before) as f64 / n;
     let [export_reconciles, import_reconciles] = match (reconciles_before, reconciles(c).await) {
         (Some(before), Some(after)) => [0, 1].map(|i| format!("{:.2}", (after[i] - before[i]) / n)),
         _ => ["-".to_owned(), "-".to_owned()],
@@ -196,6 +218,7 @@ async fn batch(
         export_reconciles,
         import_reconciles,
         format!("{cpu_ms:.2}"),
+        format!("{switches:.1}"),
         format!("{elapsed:.1}"),
         format!("{:.0}", resident_mib(pid)),
     ];
@@ -280,6 +303,7 @@ async fn main() {
         "export reconciles / export",
         "import reconciles / export",
         "CPU ms / export",
+        "context switches / export",
         "seconds",
         "RSS MiB at the end",
     ]);

@@ -264,7 +264,7 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
     /// Threads of the async runtime; unset, one per CPU available to the
-    /// process. One cost about a tenth less CPU per export than two
+    /// process. One cost 10 to 15 % less CPU per export than two
     /// (docs/benchmarks.md §8).
     #[arg(long, env = "MCS_WORKER_THREADS",
           value_parser = clap::value_parser!(u16).range(1..=256))]
