@@ -557,6 +557,139 @@ async fn conflicting_ports_union_and_every_exporter_sees_the_conflict() {
     }
 }
 
+/// Issue 27, item 4: the oldest export is the oldest ServiceExport (its
+/// `creationTimestamp`, KEP-1645), not the first the registry heard of.
+/// West's ServiceExport is created first while west's controller is down;
+/// east's, a second later, reaches the registry first and is imported
+/// alone. When west's controller comes, west's export decides the import
+/// in both clusters (its ports, its exported labels and annotations whole)
+/// and both clusters report the conflicts, naming west as the oldest.
+#[tokio::test]
+async fn the_oldest_service_export_decides_not_the_first_the_registry_heard_of() {
+    let Some(mut world) = world(&["east", "west"], &[]).await else {
+        return;
+    };
+    world.kill_controllers("west").await;
+    let by = |cluster: &str| -> ServiceExport {
+        let mut se = export("old");
+        se.spec = serde_json::from_value(json!({
+            "exportedLabels": {"made-by": cluster},
+            "exportedAnnotations": {"example.com/note": cluster},
+        }))
+        .unwrap();
+        se
+    };
+    let export_from = async |c: &Cluster, port: u16, address: &str| {
+        apply(&services(c), &service(NS, "old", &[("http", port, 8080)], false)).await;
+        apply(&slices(c), &endpoint_slice(NS, "old", "old-own", &[address], &[("http", 8080)]))
+            .await;
+        apply(&exports(c), &by(&c.name)).await;
+    };
+    export_from(world.cluster("west"), 81, "10.2.0.5").await;
+    // Creation timestamps have whole seconds.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let east = world.cluster("east");
+    export_from(east, 80, "10.1.0.5").await;
+    wait_condition(east, "old", "Conflict", "False", "NoConflicts").await;
+    let import_port = async |c: &Cluster| {
+        imports(c)
+            .get_opt("old")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|i| Some(i.spec.ports.first()?.port))
+    };
+    eventually(WITHIN, "east imports its own export alone", async || {
+        import_port(east).await == Some(80)
+    })
+    .await;
+
+    world.start_controller(1).await;
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    for c in [east, west] {
+        let reasons = "PortConflict,LabelsConflict,AnnotationsConflict";
+        wait_condition(c, "old", "Conflict", "True", reasons).await;
+        let message = condition_message(c, "old", "Conflict").await;
+        assert!(message.contains("cluster west's (the oldest export)"), "{}: {message}", c.name);
+    }
+    for c in [east, west] {
+        let what = format!("{}: the import carries west's ports, labels and annotations", c.name);
+        eventually(WITHIN, &what, async || {
+            let Ok(import) = imports(c).get("old").await else { return false };
+            let ports: Vec<_> = import.spec.ports.iter().map(|p| p.port).collect();
+            let labels = import.metadata.labels.unwrap_or_default();
+            let annotations = import.metadata.annotations.unwrap_or_default();
+            ports == [81]
+                && labels.get("made-by").map(String::as_str) == Some("west")
+                && annotations.get("example.com/note").map(String::as_str) == Some("west")
+        })
+        .await;
+    }
+}
+
+/// Issue 27, items 1 and 5: the reasons not raised by the tests above, as
+/// the mcs-api names them, each on both exporting clusters, with the
+/// oldest export's value (east's) on the import. `sticky`: the same
+/// ClientIP affinity with another timeout (`SessionAffinityConfigConflict`),
+/// a traffic distribution on one side only (`TrafficDistributionConflict`).
+/// `shape`: ClusterSetIP against headless (`TypeConflict`), no affinity
+/// against ClientIP (`SessionAffinityConflict`).
+#[tokio::test]
+async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
+    let Some(world) = world(&["east", "west"], &[]).await else {
+        return;
+    };
+    let (east, west) = (world.cluster("east"), world.cluster("west"));
+    let export_from = async |c: &Cluster, name: &str, headless: bool, spec: serde_json::Value| {
+        let mut svc = service(NS, name, &[("http", 80, 8080)], headless);
+        let mut merged = serde_json::to_value(svc.spec.take()).unwrap();
+        merged.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+        svc.spec = serde_json::from_value(merged).unwrap();
+        apply(&services(c), &svc).await;
+        let address = if c.name == "east" { "10.1.0.6" } else { "10.2.0.6" };
+        let own = format!("{name}-own");
+        apply(&slices(c), &endpoint_slice(NS, name, &own, &[address], &[("http", 8080)])).await;
+        apply(&exports(c), &export(name)).await;
+    };
+    let affinity = |secs: i32| json!({"clientIP": {"timeoutSeconds": secs}});
+    let sticky = json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": affinity(100),
+        "trafficDistribution": "PreferClose"});
+    export_from(east, "sticky", false, sticky).await;
+    export_from(east, "shape", false, json!({})).await;
+    wait_condition(east, "sticky", "Ready", "True", "Exported").await;
+    wait_condition(east, "shape", "Ready", "True", "Exported").await;
+    // Created later: east's exports are the oldest.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let sticky = json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": affinity(200)});
+    export_from(west, "sticky", false, sticky).await;
+    export_from(west, "shape", true, json!({"sessionAffinity": "ClientIP"})).await;
+    for c in [east, west] {
+        let reasons = "SessionAffinityConfigConflict,TrafficDistributionConflict";
+        wait_condition(c, "sticky", "Conflict", "True", reasons).await;
+        wait_condition(c, "shape", "Conflict", "True", "TypeConflict,SessionAffinityConflict")
+            .await;
+    }
+    for c in [east, west] {
+        let what = format!("{}: the imports carry east's properties", c.name);
+        eventually(WITHIN, &what, async || {
+            let (Ok(sticky), Ok(shape)) =
+                (imports(c).get("sticky").await, imports(c).get("shape").await)
+            else {
+                return false;
+            };
+            let timeout =
+                sticky.spec.session_affinity_config.and_then(|a| a.client_ip?.timeout_seconds);
+            sticky.spec.session_affinity.as_deref() == Some("ClientIP")
+                && timeout == Some(100)
+                && sticky.spec.traffic_distribution.as_deref() == Some("PreferClose")
+                && shape.spec.type_ == "ClusterSetIP"
+                && !shape.spec.ips.is_empty()
+                && shape.spec.session_affinity.as_deref().unwrap_or("None") == "None"
+        })
+        .await;
+    }
+}
+
 /// East exports `web` at 10.1.0.1, west at 10.2.0.1; west imports both.
 async fn both_export_web(world: &World) {
     let (east, west) = (world.cluster("east"), world.cluster("west"));
