@@ -633,7 +633,8 @@ async fn the_oldest_service_export_decides_not_the_first_the_registry_heard_of()
 /// ClientIP affinity with another timeout (`SessionAffinityConfigConflict`),
 /// a traffic distribution on one side only (`TrafficDistributionConflict`).
 /// `shape`: ClusterSetIP against headless (`TypeConflict`), no affinity
-/// against ClientIP (`SessionAffinityConflict`).
+/// against ClientIP (`SessionAffinityConflict`). `families`: dual stack
+/// against IPv4 alone (`IPFamilyConflict`; the test clusters serve both).
 #[tokio::test]
 async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
     let Some(world) = world(&["east", "west"], &[]).await else {
@@ -656,6 +657,8 @@ async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
         "trafficDistribution": "PreferClose"});
     export_from(east, "sticky", false, sticky).await;
     export_from(east, "shape", false, json!({})).await;
+    let dual = json!({"ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv4", "IPv6"]});
+    export_from(east, "families", false, dual).await;
     wait_condition(east, "sticky", "Ready", "True", "Exported").await;
     wait_condition(east, "shape", "Ready", "True", "Exported").await;
     // Created later: east's exports are the oldest.
@@ -663,18 +666,23 @@ async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
     let sticky = json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": affinity(200)});
     export_from(west, "sticky", false, sticky).await;
     export_from(west, "shape", true, json!({"sessionAffinity": "ClientIP"})).await;
+    let single = json!({"ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"]});
+    export_from(west, "families", false, single).await;
     for c in [east, west] {
         let reasons = "SessionAffinityConfigConflict,TrafficDistributionConflict";
         wait_condition(c, "sticky", "Conflict", "True", reasons).await;
         wait_condition(c, "shape", "Conflict", "True", "TypeConflict,SessionAffinityConflict")
             .await;
+        wait_condition(c, "families", "Conflict", "True", "IPFamilyConflict").await;
     }
     for c in [east, west] {
         let what = format!("{}: the imports carry east's properties", c.name);
         eventually(WITHIN, &what, async || {
-            let (Ok(sticky), Ok(shape)) =
-                (imports(c).get("sticky").await, imports(c).get("shape").await)
-            else {
+            let (Ok(sticky), Ok(shape), Ok(families)) = (
+                imports(c).get("sticky").await,
+                imports(c).get("shape").await,
+                imports(c).get("families").await,
+            ) else {
                 return false;
             };
             let timeout =
@@ -685,6 +693,9 @@ async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
                 && shape.spec.type_ == "ClusterSetIP"
                 && !shape.spec.ips.is_empty()
                 && shape.spec.session_affinity.as_deref().unwrap_or("None") == "None"
+                && families.spec.ip_families == ["IPv4", "IPv6"]
+                && families.spec.ips.iter().filter(|ip| ip.contains(':')).count() == 1
+                && families.spec.ips.len() == 2
         })
         .await;
     }
