@@ -1513,6 +1513,14 @@ async fn an_invalid_exported_label_is_refused_at_export_and_a_refused_import_fre
             > errors_before
     })
     .await;
+    // And logged (issue 27, item 2): the object and the API server's cause.
+    let warned = logged(west, "WARN", "import reconcile failed");
+    assert!(
+        warned.iter().any(|l| l.contains("\"name\":\"api\"")
+            && l.contains(&format!("\"namespace\":\"{NS}\""))
+            && l.contains("no team label in this cluster")),
+        "{warned:?}"
+    );
 }
 
 /// Issue 29, item 8: a slice moved to another service left its endpoints
