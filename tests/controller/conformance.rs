@@ -288,8 +288,9 @@ async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
     export_from(east, "shape", false, json!({})).await;
     let dual = json!({"ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv4", "IPv6"]});
     export_from(east, "families", false, dual).await;
-    wait_condition(east, "sticky", "Ready", "True", "Exported").await;
-    wait_condition(east, "shape", "Ready", "True", "Exported").await;
+    for name in ["sticky", "shape", "families"] {
+        wait_condition(east, name, "Ready", "True", "Exported").await;
+    }
     // Created later: east's exports are the oldest.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let sticky = json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": affinity(200)});
