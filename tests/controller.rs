@@ -10,6 +10,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta};
 use mcs_controller::MANAGED_BY;
 use mcs_controller::crd::{ServiceExport, ServiceImport};
@@ -44,11 +45,30 @@ fn export(name: &str) -> ServiceExport {
 
 /// Exports `name` from cluster `c`: its Service, one slice of `addresses`, the ServiceExport.
 async fn export_service(c: &Cluster, name: &str, ports: &[(&str, u16, u16)], addresses: &[&str]) {
-    apply(&services(c), &service(NS, name, ports, false)).await;
-    let slice_ports: Vec<(&str, u16)> = ports.iter().map(|(n, _, t)| (*n, *t)).collect();
+    export_as(c, &service(NS, name, ports, false), &export(name), addresses).await;
+}
+
+/// Exports Service `svc` from cluster `c` as ServiceExport `se`: the
+/// Service, one slice (`<name>-own`) of `addresses` on its target ports,
+/// the ServiceExport.
+async fn export_as(c: &Cluster, svc: &Service, se: &ServiceExport, addresses: &[&str]) {
+    let name = svc.metadata.name.as_deref().expect("a named Service");
+    let slice_ports: Vec<(&str, u16)> = svc
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ports.iter().flatten())
+        .map(|p| {
+            let target = match &p.target_port {
+                Some(IntOrString::Int(target)) => *target,
+                _ => p.port,
+            };
+            (p.name.as_deref().unwrap_or_default(), u16::try_from(target).expect("a port"))
+        })
+        .collect();
+    apply(&services(c), svc).await;
     apply(&slices(c), &endpoint_slice(NS, name, &format!("{name}-own"), addresses, &slice_ports))
         .await;
-    apply(&exports(c), &export(name)).await;
+    apply(&exports(c), se).await;
 }
 
 fn services(c: &Cluster) -> Api<Service> {

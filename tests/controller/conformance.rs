@@ -26,22 +26,14 @@ async fn conflicts_are_raised_as_the_mcs_api_defines_them_and_the_import_stays_v
         se.spec = serde_json::from_value(json!({"exportedLabels": labels})).unwrap();
         se
     };
-    apply(&services(east), &service(NS, "conf", &[("http", 80, 8080)], false)).await;
-    apply(&slices(east), &endpoint_slice(NS, "conf", "conf-own", &["10.1.0.9"], &[("http", 8080)]))
-        .await;
-    apply(&exports(east), &labelled(json!({"tier": "gold"}))).await;
+    let svc = service(NS, "conf", &[("http", 80, 8080)], false);
+    export_as(east, &svc, &labelled(json!({"tier": "gold"})), &["10.1.0.9"]).await;
     wait_condition(east, "conf", "Ready", "True", "Exported").await;
     // Created later: east's export is the oldest.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut svc = service(NS, "conf", &[("80-80", 80, 8080)], false);
     svc.spec.as_mut().unwrap().internal_traffic_policy = Some("Local".into());
-    apply(&services(west), &svc).await;
-    apply(
-        &slices(west),
-        &endpoint_slice(NS, "conf", "conf-own", &["10.2.0.9"], &[("80-80", 8080)]),
-    )
-    .await;
-    apply(&exports(west), &labelled(json!({"tier": "gold", "team": "ml"}))).await;
+    export_as(west, &svc, &labelled(json!({"tier": "gold", "team": "ml"})), &["10.2.0.9"]).await;
     let reasons = "PortConflict,LabelsConflict,InternalTrafficPolicyConflict";
     for c in [east, west] {
         wait_condition(c, "conf", "Conflict", "True", reasons).await;
@@ -209,10 +201,8 @@ async fn the_oldest_service_export_decides_not_the_first_the_registry_heard_of()
         se
     };
     let export_from = async |c: &Cluster, port: u16, address: &str| {
-        apply(&services(c), &service(NS, "old", &[("http", port, 8080)], false)).await;
-        apply(&slices(c), &endpoint_slice(NS, "old", "old-own", &[address], &[("http", 8080)]))
-            .await;
-        apply(&exports(c), &by(&c.name)).await;
+        let svc = service(NS, "old", &[("http", port, 8080)], false);
+        export_as(c, &svc, &by(&c.name), &[address]).await;
     };
     export_from(world.cluster("west"), 81, "10.2.0.5").await;
     // Creation timestamps have whole seconds.
@@ -275,11 +265,8 @@ async fn every_other_property_conflicts_as_the_mcs_api_names_it() {
         let mut merged = serde_json::to_value(svc.spec.take()).unwrap();
         merged.as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
         svc.spec = serde_json::from_value(merged).unwrap();
-        apply(&services(c), &svc).await;
         let address = if c.name == "east" { "10.1.0.6" } else { "10.2.0.6" };
-        let own = format!("{name}-own");
-        apply(&slices(c), &endpoint_slice(NS, name, &own, &[address], &[("http", 8080)])).await;
-        apply(&exports(c), &export(name)).await;
+        export_as(c, &svc, &export(name), &[address]).await;
     };
     let affinity = |secs: i32| json!({"clientIP": {"timeoutSeconds": secs}});
     let sticky = json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": affinity(100),
