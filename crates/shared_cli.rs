@@ -158,28 +158,45 @@ pub enum LogFormat {
     Json,
 }
 
-/// kube's own line per failed request (see [`install_logs`]).
-const KUBE_REQUEST_FAILURES: &str = "kube_client::client::builder=off";
+/// What kube logs that the binaries leave out unless the filter names its
+/// target (see [`install_logs`]): the target and the directive that quiets it.
+const QUIETED: [(&str, &str); 2] = [
+    // A line per failed request, without its cause or URL.
+    ("kube_client", "kube_client::client::builder=off"),
+    // The span `reconciling object` of every reconcile, at INFO.
+    ("kube_runtime", "kube_runtime::controller=warn"),
+];
+
+/// `filter` with [`QUIETED`]'s directives for the crates it does not name.
+fn quieted(filter: tracing_subscriber::EnvFilter) -> Result<tracing_subscriber::EnvFilter, String> {
+    let named = filter.to_string();
+    QUIETED.iter().filter(|(target, _)| !named.contains(target)).try_fold(
+        filter,
+        |filter, (_, directive)| {
+            Ok(filter.add_directive(directive.parse().map_err(|e| format!("{e}"))?))
+        },
+    )
+}
 
 /// Installs the process's log subscriber: lines to stderr, as `filter`
 /// lets through, in `format`; colours only when stderr is a terminal,
 /// never into a file. `bare` text lines are the message alone (no time,
 /// level or target: mcs-admin's notices, which read as its output).
 ///
-/// kube's client logs each failed request at ERROR as `failed with error
-/// client error (Connect)`, without its cause or URL; the binaries log
-/// the same failure themselves, with its cause chain and the object, so
-/// that line is left out unless `filter` names `kube_client`.
+/// Unless `filter` names their crates, two things of kube's are left out:
+/// - kube's client logs each failed request at ERROR as `failed with error
+///   client error (Connect)`, without its cause or URL; the binaries log
+///   the same failure themselves, with its cause chain and the object;
+/// - kube's controller runtime opens an INFO span for every reconcile
+///   (`reconciling object`, with the object's reference). The controller's
+///   lines name their object themselves, and the span cost about 2.5 % of
+///   its CPU per export (docs/benchmarks.md §8).
 pub fn install_logs(
     filter: tracing_subscriber::EnvFilter,
     format: LogFormat,
     bare: bool,
 ) -> Result<(), String> {
-    let filter = if filter.to_string().contains("kube_client") {
-        filter
-    } else {
-        filter.add_directive(KUBE_REQUEST_FAILURES.parse().map_err(|e| format!("{e}"))?)
-    };
+    let filter = quieted(filter)?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -193,4 +210,34 @@ pub fn install_logs(
         (LogFormat::Json, _) => builder.json().try_init(),
     }
     .map_err(|e| format!("installing the log subscriber: {e}"))
+}
+
+#[cfg(test)]
+mod quieted_tests {
+    use super::*;
+    use tracing::Level;
+
+    /// Whether a subscriber filtered by `filter` records `target` at `level`.
+    fn records(filter: &str, target: &str, level: Level) -> bool {
+        let filter = quieted(tracing_subscriber::EnvFilter::new(filter)).unwrap();
+        let subscriber = tracing_subscriber::fmt().with_env_filter(filter).finish();
+        tracing::subscriber::with_default(subscriber, || match (target, level) {
+            ("kube_runtime::controller", Level::INFO) => {
+                tracing::span_enabled!(target: "kube_runtime::controller", Level::INFO)
+            }
+            ("kube_client::client::builder", Level::ERROR) => {
+                tracing::event_enabled!(target: "kube_client::client::builder", Level::ERROR)
+            }
+            (_, _) => tracing::event_enabled!(target: "mcs", Level::INFO),
+        })
+    }
+
+    #[test]
+    fn kube_s_reconcile_span_and_request_lines_are_left_out_unless_named() {
+        assert!(!records("info", "kube_runtime::controller", Level::INFO));
+        assert!(!records("debug", "kube_client::client::builder", Level::ERROR));
+        assert!(records("info", "mcs", Level::INFO));
+        assert!(records("info,kube_runtime=info", "kube_runtime::controller", Level::INFO));
+        assert!(records("info,kube_client=error", "kube_client::client::builder", Level::ERROR));
+    }
 }
