@@ -263,12 +263,13 @@ pub struct RunArgs {
     #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
-    /// Threads of the async runtime; unset, one per CPU available to the
-    /// process. One cost 10 to 15 % less CPU per export than two
-    /// (docs/benchmarks.md §8).
-    #[arg(long, env = "MCS_WORKER_THREADS",
+    /// Threads of the async runtime. One cost 10 to 15 % less CPU per
+    /// export than two, which wake each other for every event
+    /// (docs/benchmarks.md §8); more let CPU-bound steps (a large list
+    /// decoded at start) run beside the rest.
+    #[arg(long, env = "MCS_WORKER_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub worker_threads: Option<u16>,
+    pub worker_threads: u16,
     /// Address of `/metrics`, `/healthz` and `/readyz`.
     #[arg(long, env = "MCS_ADMIN_LISTEN", default_value = "0.0.0.0:9091", value_parser = crate::shared_cli::listen_address)]
     pub admin_listen: SocketAddr,
@@ -461,8 +462,8 @@ mod tests {
             let argv = [&["mcs-controller"], extra].concat();
             Cli::try_parse_from(argv).map(|cli| cli.run.worker_threads).map_err(|e| e.to_string())
         };
-        assert_eq!(threads(&[]), Ok(None));
-        assert_eq!(threads(&["--worker-threads", "1"]), Ok(Some(1)));
+        assert_eq!(threads(&[]), Ok(1));
+        assert_eq!(threads(&["--worker-threads", "2"]), Ok(2));
         let err = threads(&["--worker-threads", "0"]).unwrap_err();
         assert!(err.contains("--worker-threads") && err.contains("1..=256"), "{err}");
     }

@@ -10,13 +10,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::from_command_line();
-    // Multi-threaded even with one worker (`--worker-threads 1`):
+    // Multi-threaded even with one worker (the default):
     // `spawn_blocking` work (DNS lookups, files) runs beside it.
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = cli.run.worker_threads {
-        runtime.worker_threads(usize::from(workers));
-    }
-    let runtime = runtime.enable_all().build();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(cli.run.worker_threads))
+        .enable_all()
+        .build();
     match runtime {
         Ok(runtime) => runtime.block_on(run(cli)),
         // No log subscriber yet: plain text on stderr, whatever --log-format.
