@@ -189,8 +189,8 @@ fn quieted(filter: tracing_subscriber::EnvFilter) -> Result<tracing_subscriber::
 ///   the same failure themselves, with its cause chain and the object;
 /// - kube's controller runtime opens an INFO span for every reconcile
 ///   (`reconciling object`, with the object's reference). The controller's
-///   lines name their object themselves, and the span cost about 2.5 % of
-///   its CPU per export (docs/benchmarks.md §8).
+///   lines name their object themselves; the span was about 2.5 % of the
+///   samples of a profile of the controller (docs/benchmarks.md §8).
 pub fn install_logs(
     filter: tracing_subscriber::EnvFilter,
     format: LogFormat,
