@@ -217,27 +217,28 @@ mod quieted_tests {
     use super::*;
     use tracing::Level;
 
-    /// Whether a subscriber filtered by `filter` records `target` at `level`.
-    fn records(filter: &str, target: &str, level: Level) -> bool {
+    /// What `enabled` answers under a subscriber filtered by `filter`
+    /// (with [`quieted`]'s additions).
+    fn under(filter: &str, enabled: impl FnOnce() -> bool) -> bool {
         let filter = quieted(tracing_subscriber::EnvFilter::new(filter)).unwrap();
         let subscriber = tracing_subscriber::fmt().with_env_filter(filter).finish();
-        tracing::subscriber::with_default(subscriber, || match (target, level) {
-            ("kube_runtime::controller", Level::INFO) => {
-                tracing::span_enabled!(target: "kube_runtime::controller", Level::INFO)
-            }
-            ("kube_client::client::builder", Level::ERROR) => {
-                tracing::event_enabled!(target: "kube_client::client::builder", Level::ERROR)
-            }
-            (_, _) => tracing::event_enabled!(target: "mcs", Level::INFO),
-        })
+        tracing::subscriber::with_default(subscriber, enabled)
+    }
+
+    fn reconcile_span() -> bool {
+        tracing::span_enabled!(target: "kube_runtime::controller", Level::INFO)
+    }
+
+    fn request_line() -> bool {
+        tracing::event_enabled!(target: "kube_client::client::builder", Level::ERROR)
     }
 
     #[test]
     fn kube_s_reconcile_span_and_request_lines_are_left_out_unless_named() {
-        assert!(!records("info", "kube_runtime::controller", Level::INFO));
-        assert!(!records("debug", "kube_client::client::builder", Level::ERROR));
-        assert!(records("info", "mcs", Level::INFO));
-        assert!(records("info,kube_runtime=info", "kube_runtime::controller", Level::INFO));
-        assert!(records("info,kube_client=error", "kube_client::client::builder", Level::ERROR));
+        assert!(!under("info", reconcile_span));
+        assert!(!under("debug", request_line));
+        assert!(under("info", || tracing::event_enabled!(target: "mcs", Level::INFO)));
+        assert!(under("info,kube_runtime=info", reconcile_span));
+        assert!(under("info,kube_client=error", request_line));
     }
 }
