@@ -153,15 +153,22 @@ async fn export_batch(c: &Cluster, ns: &str, (from, to): (usize, usize), at_once
             }
         })
         .await;
-    let deadline = Instant::now() + Duration::from_secs(1800);
+    // A batch that stops moving fails the run: none of its counts
+    // (Ready, imported, sliced) changed for STALL.
+    const STALL: Duration = Duration::from_secs(120);
+    let (mut last, mut moved) = (None, Instant::now());
     loop {
         let progress = export_progress(c, ns, |_| true).await;
         if progress.done() >= to {
             break;
         }
-        assert!(Instant::now() < deadline, "after 30 min, of {to} exports: {progress:?}");
+        if last != Some(progress) {
+            (last, moved) = (Some(progress), Instant::now());
+        }
+        assert!(moved.elapsed() < STALL, "nothing moved for {STALL:?}; of {to}: {progress:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let deadline = Instant::now() + STALL;
     // Quiet: no request of the controller for 3 s (late status writes,
     // import updates).
     let mut seen = requests(c).len();

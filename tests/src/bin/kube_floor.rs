@@ -9,7 +9,7 @@
 //! dropped where the controller drops them): every Service, the
 //! EndpointSlices not ours, every ServiceExport, the ServiceImports,
 //! Services and slices of ours, every Namespace (metadata only). For each
-//! ServiceExport not yet Ready it makes the controller's five writes by
+//! ServiceExport not yet Ready, once its Service is cached, it makes the controller's five writes by
 //! server-side apply: the import side's four in the controller's order
 //! (the derived Service, the ServiceImport with that Service's cluster IP,
 //! the ServiceImport's status, the imported slice with the exported
@@ -44,12 +44,12 @@ use std::collections::HashSet;
 use tokio::sync::mpsc;
 
 /// Follows `api` into a store (dropping `managedFields` if `forget`), and
-/// sends each touched object's reference to `touched` if given.
+/// sends each touched object's namespace and name to `touched` if given.
 fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
     forget: bool,
-    touched: Option<mpsc::UnboundedSender<ObjectRef<K>>>,
+    touched: Option<mpsc::UnboundedSender<(String, String)>>,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()>
@@ -71,7 +71,7 @@ where
     tokio::spawn(async move {
         while let Some(object) = objects.next().await {
             if let (Ok(object), Some(tx)) = (object, &touched) {
-                let _ = tx.send(ObjectRef::from_obj(&object));
+                let _ = tx.send((object.namespace().unwrap_or_default(), object.name_any()));
             }
         }
     });
@@ -87,9 +87,16 @@ async fn main() {
         .labels(&format!("{KUBE_SERVICE_NAME_LABEL},{SLICE_MANAGED_BY_LABEL}!={MANAGED_BY}"));
     let slices_ours =
         watcher::Config::default().labels(&format!("{SLICE_MANAGED_BY_LABEL}={MANAGED_BY}"));
-    let (tx, mut exports) = mpsc::unbounded_channel();
-    let services =
-        reflect(Api::<Service>::all(kube.clone()), watcher::Config::default(), true, None);
+    // A ServiceExport is taken up when it or its Service changes: either
+    // may reach its cache first (the controller's export reconciler is
+    // woken by both too).
+    let (tx, mut touched) = mpsc::unbounded_channel();
+    let services = reflect(
+        Api::<Service>::all(kube.clone()),
+        watcher::Config::default(),
+        true,
+        Some(tx.clone()),
+    );
     let slices = reflect(Api::<EndpointSlice>::all(kube.clone()), not_ours, true, None);
     let export_store = reflect(
         Api::<ServiceExport>::all(kube.clone()),
@@ -117,16 +124,16 @@ async fn main() {
 
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut done = HashSet::new();
-    while let Some(export) = exports.recv().await {
-        let Some(se) = export_store.get(&export) else { continue };
-        let ns = se.namespace().unwrap();
-        let name = se.name_any();
+    while let Some((ns, name)) = touched.recv().await {
+        let Some(se) = export_store.get(&ObjectRef::new(&name).within(&ns)) else { continue };
         let ready =
             se.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready"));
-        if ready || !done.insert((ns.clone(), name.clone())) {
+        if ready || done.contains(&(ns.clone(), name.clone())) {
             continue;
         }
+        // Not seen yet: its Service's event will bring the export back.
         let Some(svc) = services.get(&ObjectRef::new(&name).within(&ns)) else { continue };
+        done.insert((ns.clone(), name.clone()));
         let ports: Vec<Value> = svc
             .spec
             .iter()
