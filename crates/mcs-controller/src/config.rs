@@ -263,10 +263,11 @@ pub struct RunArgs {
     #[arg(long, env = "MCS_MAX_ENDPOINTS_PER_SLICE", default_value_t = 100,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub max_endpoints_per_slice: u16,
-    /// Threads of the async runtime. One cost 10 to 15 % less CPU per
-    /// export than two, which wake each other for every event
-    /// (docs/benchmarks.md §8); more let CPU-bound steps (a large list
-    /// decoded at start) run beside the rest.
+    /// Threads of the async runtime. One, a current-thread runtime
+    /// (`run::runtime`), cost 10 to 15 % less CPU per export than two,
+    /// which wake each other for every event (docs/benchmarks.md §8);
+    /// more let CPU-bound steps (a large list decoded at start) run
+    /// beside the rest.
     #[arg(long, env = "MCS_WORKER_THREADS", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub worker_threads: u16,

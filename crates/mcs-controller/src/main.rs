@@ -10,13 +10,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::from_command_line();
-    // Multi-threaded even with one worker (the default):
-    // `spawn_blocking` work (DNS lookups, files) runs beside it.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(usize::from(cli.run.worker_threads))
-        .enable_all()
-        .build();
-    match runtime {
+    match mcs_controller::run::runtime(cli.run.worker_threads) {
         Ok(runtime) => runtime.block_on(run(cli)),
         // No log subscriber yet: plain text on stderr, whatever --log-format.
         Err(e) => fail(LogFormat::Text, &format!("starting the async runtime: {e}"), 1),

@@ -25,6 +25,22 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long the metrics server has to close its connections on the way out.
 pub const SERVER_STOP: Duration = Duration::from_secs(1);
 
+/// The async runtime of `threads` threads (`--worker-threads`). One, the
+/// default, is a current-thread runtime: every task runs on the thread
+/// that drives it, and no event is handed between threads (docs/design.md
+/// §13). More make a multi-threaded one. Either way blocking work
+/// (`spawn_blocking`: DNS lookups, files) has threads of its own.
+pub fn runtime(threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(usize::from(threads));
+        builder
+    };
+    builder.enable_all().build()
+}
+
 /// Runs until SIGTERM/SIGINT (`Ok`) or a failure (`Err`).
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // Built first, so that a registry configuration it refuses (a TLS file
@@ -169,6 +185,33 @@ async fn shutdown_on_signal(cancel: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::thread::{ThreadId, current};
+    use tokio::runtime::RuntimeFlavor;
+
+    /// Where a spawned task and a blocking closure run, in `runtime`.
+    fn threads_of(runtime: &tokio::runtime::Runtime) -> (ThreadId, ThreadId) {
+        runtime.block_on(async {
+            let task = tokio::spawn(async { current().id() });
+            let blocking = tokio::task::spawn_blocking(|| current().id());
+            (task.await.expect("the task"), blocking.await.expect("the closure"))
+        })
+    }
+
+    #[test]
+    fn one_thread_runs_every_task_on_its_caller_and_more_make_a_pool() {
+        let one = runtime(1).expect("a runtime");
+        assert_eq!(one.handle().runtime_flavor(), RuntimeFlavor::CurrentThread);
+        let (task, blocking) = threads_of(&one);
+        assert_eq!(task, current().id(), "a task runs on the thread that drives it");
+        assert_ne!(blocking, current().id(), "blocking work has threads of its own");
+
+        let three = runtime(3).expect("a runtime");
+        assert_eq!(three.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(three.metrics().num_workers(), 3);
+        let (task, blocking) = threads_of(&three);
+        assert_ne!(task, current().id(), "tasks run on the runtime's workers");
+        assert_ne!(blocking, task);
+    }
 
     /// Issue 27 item 7 (before: the process waited for every task, and
     /// the export controller never ended while its watch could not list).
