@@ -9,12 +9,12 @@
 //! dropped where the controller drops them): every Service, the
 //! EndpointSlices not ours, every ServiceExport, the ServiceImports,
 //! Services and slices of ours, every Namespace (metadata only). For each
-//! ServiceExport not yet Ready, once its Service is cached, it makes the controller's five writes by
-//! server-side apply: the import side's four in the controller's order
-//! (the derived Service, the ServiceImport with that Service's cluster IP,
-//! the ServiceImport's status, the imported slice with the exported
-//! slice's endpoints), then the export side's, the ServiceExport's status
-//! `Ready=True`. No registry, no rules, no
+//! ServiceExport not yet Ready, once its Service is cached, it makes the
+//! controller's five writes by server-side apply: the import side's four
+//! in the controller's order (the derived Service, the ServiceImport with
+//! that Service's cluster IP, the ServiceImport's status, the imported
+//! slice with the exported slice's endpoints), then the export side's,
+//! the ServiceExport's status `Ready=True`. No registry, no rules, no
 //! conflicts: what is left of the controller's CPU beyond this is the
 //! controller's own work.
 //!
