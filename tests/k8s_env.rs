@@ -78,3 +78,36 @@ async fn a_taken_port_makes_up_start_again_on_another() {
     let version = env.client().await.apiserver_version().await.expect("version");
     assert_eq!(version.major, "1");
 }
+
+/// `down` signals only the processes of its cluster. It signalled every
+/// PID in DIR/pids, and one whose process had exited early could belong
+/// to another process since (PIDs wrap within a test run here): that
+/// process was killed. Here the file names a process of this test's, with
+/// nothing of the directory in its arguments, beside one that has.
+#[test]
+fn down_spares_a_process_that_is_not_its_clusters() {
+    let dir = std::env::temp_dir().join(mcs_testkit::dynamo::unique_name("mcs-k8s-down"));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let log = dir.join("etcd.log");
+    std::fs::write(&log, "").expect("a log");
+    let spawn = |program: &str, args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(program).args(args).spawn().expect(program)
+    };
+    let mut ours = spawn("tail", &["-f".as_ref(), log.as_os_str()]);
+    let mut other = spawn("sleep", &["300".as_ref()]);
+    std::fs::write(dir.join("pids"), format!("{}\n{}\n", ours.id(), other.id())).expect("pids");
+
+    let down = std::process::Command::new(mcs_testkit::k8s::script())
+        .arg("down")
+        .arg(&dir)
+        .status()
+        .expect("k8s-env down");
+    assert!(down.success(), "{down}");
+    let other_runs = matches!(other.try_wait(), Ok(None));
+    let ours_ended = ours.wait().expect("wait");
+    let _ = other.kill();
+    assert!(other_runs, "down killed a process that is not its cluster's");
+    assert!(ours_ended.code().is_none(), "its cluster's process was signalled: {ours_ended}");
+    assert!(!dir.join("pids").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
