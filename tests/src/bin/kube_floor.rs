@@ -125,15 +125,16 @@ async fn main() {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut done = HashSet::new();
     while let Some((ns, name)) = touched.recv().await {
-        let Some(se) = export_store.get(&ObjectRef::new(&name).within(&ns)) else { continue };
+        let key = ObjectRef::<ServiceExport>::new(&name).within(&ns);
+        let Some(se) = export_store.get(&key) else { continue };
         let ready =
             se.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready"));
-        if ready || done.contains(&(ns.clone(), name.clone())) {
+        if ready || done.contains(&key) {
             continue;
         }
         // Not seen yet: its Service's event will bring the export back.
         let Some(svc) = services.get(&ObjectRef::new(&name).within(&ns)) else { continue };
-        done.insert((ns.clone(), name.clone()));
+        done.insert(key);
         let ports: Vec<Value> = svc
             .spec
             .iter()
