@@ -214,6 +214,23 @@ impl Client {
         self.list().await
     }
 
+    /// `HEAD` of a section's list (with retries): whether the registry
+    /// answers it, with no list sent back to decode, so that a probe costs
+    /// the same whatever the list holds. A `HEAD` refused has no body: the
+    /// refusal is asked again with a `GET`, for the registry's own error.
+    pub async fn reachable<L: Section>(&self) -> Result<(), Error> {
+        self.retrying(|| async {
+            let request = Request::head(self.path(&["v1", L::PATH]));
+            let timeout = self.inner.config.request_timeout;
+            let (_, status, _, _) = self.send(request, None, timeout).await?;
+            if status.is_success() {
+                return Ok(());
+            }
+            self.poll::<L>(None, None).await.map(drop)
+        })
+        .await
+    }
+
     /// `GET /v1/status`: the registry's status document (with retries).
     pub async fn status(&self) -> Result<mcs_api::Status, Error> {
         self.retrying(|| async {

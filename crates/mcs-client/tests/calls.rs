@@ -277,3 +277,36 @@ async fn a_call_given_up_by_its_caller_names_the_registry_and_the_last_failure()
     assert!(message.contains(&format!("GET {url}/v1/imports")), "{message}");
     assert!(message.contains("Connection refused"), "{message}");
 }
+
+#[tokio::test]
+async fn a_probe_is_one_head_and_a_refusal_is_told_by_the_registry() {
+    let fake = FakeRegistry::start().await;
+    let c = client(&fake);
+    c.register_cluster(&label("east"), &cluster("c1")).await.unwrap();
+    c.put_export(&export_key("east", "web"), &export("c1")).await.unwrap();
+    let lists = fake.lists_seen();
+    c.reachable::<mcs_api::ImportList>().await.unwrap();
+    assert_eq!(fake.heads_seen(), 1, "one HEAD");
+    assert_eq!(fake.lists_seen(), lists, "and no list fetched");
+
+    // A refusal (a base URL with a path of its own: `/v1/v1/imports`) is
+    // asked again with a GET, for the registry's own message.
+    let mut wrong = config(&fake);
+    wrong.base_url = format!("{}/v1", fake.url());
+    let error = Client::new(wrong).unwrap().reachable::<mcs_api::ImportList>().await.unwrap_err();
+    assert!(
+        matches!(&error, Error::NotFound { message } if message.contains("no such route: GET /v1/v1/imports")),
+        "{error:?}"
+    );
+    assert_eq!(fake.heads_seen(), 2);
+
+    // No registry at all: a transport error naming the HEAD.
+    let url = fake.url().to_owned();
+    drop(fake);
+    let mut gone = ClientConfig::new(url);
+    gone.allow_insecure_http = true;
+    gone.retry_deadline = Duration::from_millis(300);
+    let error = Client::new(gone).unwrap().reachable::<mcs_api::ImportList>().await.unwrap_err();
+    assert!(matches!(&error, Error::Transport(_)), "{error:?}");
+    assert!(mcs_api::chain(&error).contains("HEAD "), "{}", mcs_api::chain(&error));
+}

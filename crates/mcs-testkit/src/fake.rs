@@ -71,6 +71,8 @@ pub struct Faults {
     writes_seen: AtomicU64,
     watches_seen: AtomicU64,
     event_watches_seen: AtomicU64,
+    lists_seen: AtomicU64,
+    heads_seen: AtomicU64,
     before_event_watches: AtomicBool,
 }
 
@@ -193,6 +195,16 @@ impl FakeRegistry {
         self.faults.event_watches_seen.load(Ordering::SeqCst)
     }
 
+    /// `GET`s that are no watch (a list, a status) that reached the fake.
+    pub fn lists_seen(&self) -> u64 {
+        self.faults.lists_seen.load(Ordering::SeqCst)
+    }
+
+    /// `HEAD` requests that reached the fake.
+    pub fn heads_seen(&self) -> u64 {
+        self.faults.heads_seen.load(Ordering::SeqCst)
+    }
+
     /// Whether the fake answers as a registry released before event
     /// watches: `?watch=events` is `422` naming `watch`, as its query
     /// parser refused it.
@@ -311,6 +323,11 @@ async fn handle(
     };
     let is_events = watch("watch=events");
     let is_watch = is_events || watch("watch=true");
+    if method == Method::HEAD {
+        faults.heads_seen.fetch_add(1, Ordering::SeqCst);
+    } else if method == Method::GET && !is_watch {
+        faults.lists_seen.fetch_add(1, Ordering::SeqCst);
+    }
     if is_write {
         faults.writes_seen.fetch_add(1, Ordering::SeqCst);
         if take(&faults.unavailable_writes) {

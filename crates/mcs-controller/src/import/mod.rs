@@ -15,9 +15,9 @@
 //!
 //! The registry client's watch retries a down registry silently (it yields
 //! only lists and changes, and an error only when retrying cannot help), so
-//! a probe of the import list tells an outage from a quiet registry; the
-//! next complete list, or the first successful probe after an outage,
-//! reconciles again.
+//! a probe of the import list (a `HEAD`, whose cost does not grow with the
+//! imports) tells an outage from a quiet registry; the next complete list,
+//! or the first successful probe after an outage, reconciles again.
 //!
 //! This cluster's own exports are imported too (MCS semantics). A namespace
 //! missing here gets nothing: the import is logged once and counted, and is
@@ -170,8 +170,8 @@ pub async fn run(ctx: Arc<Context>, cancel: CancellationToken) -> anyhow::Result
     }
 }
 
-/// Lists the imports every `every` (jittered) and reports whether the
-/// registry answered.
+/// Asks for the imports every `every` (jittered, a `HEAD`) and reports
+/// whether the registry answered.
 async fn probe(
     registry: mcs_client::Client,
     every: Duration,
@@ -185,8 +185,10 @@ async fn probe(
         }
         let answered = tokio::select! {
             _ = cancel.cancelled() => return,
-            listed = tokio::time::timeout(PROBE_TIMEOUT, registry.imports()) => match listed {
-                Ok(listed) => listed.map(|_| ()).map_err(|e| mcs_api::chain(&e)),
+            // A HEAD: the list itself, which grows with the imports, is
+            // the watch's to read, not the probe's.
+            answered = tokio::time::timeout(PROBE_TIMEOUT, registry.reachable::<ImportList>()) => match answered {
+                Ok(answered) => answered.map_err(|e| mcs_api::chain(&e)),
                 Err(_) => Err(mcs_api::chain(&registry.gave_up(PROBE_TIMEOUT))),
             },
         };
