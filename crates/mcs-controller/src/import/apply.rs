@@ -386,29 +386,41 @@ fn cluster_ips(svc: Option<&Service>) -> Vec<String> {
     svc.and_then(|s| s.spec.as_ref()).and_then(|s| s.cluster_ips.clone()).unwrap_or_default()
 }
 
-/// The status subresource's apply body.
-fn status_body(namespace: &str, name: &str, status: &ServiceImportStatus) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": format!("{}/{}", crd::GROUP, crd::STORED_VERSION),
-        "kind": "ServiceImport",
-        "metadata": {"name": name, "namespace": namespace},
-        "status": status,
-    })
+/// The status subresource's apply body: `desired` (`{"status": …}`) with
+/// the kind and name added, so that the status is serialized once, for the
+/// comparison and for the write.
+fn status_body(namespace: &str, name: &str, mut desired: serde_json::Value) -> serde_json::Value {
+    if let Some(body) = desired.as_object_mut() {
+        body.insert("apiVersion".into(), format!("{}/{}", crd::GROUP, crd::STORED_VERSION).into());
+        body.insert("kind".into(), "ServiceImport".into());
+        body.insert("metadata".into(), serde_json::json!({"name": name, "namespace": namespace}));
+    }
+    desired
+}
+
+/// Whether applying `desired` (`{"status": …}`) changes `current`'s status.
+fn status_differs(current: &crd::ServiceImport, desired: &serde_json::Value) -> bool {
+    let shown = match &current.status {
+        Some(shown) => serde_json::json!({"status": shown}),
+        None => serde_json::json!({}),
+    };
+    diff::differs(desired, &shown, current.meta().managed_fields.as_deref(), Some("status"))
 }
 
 /// Applies `status` to `current` if it changes anything; the ServiceImport
-/// written, if it did (as [`apply`] answers).
+/// written, if it did (as [`apply`] answers). Only the status is compared
+/// (serialized alone, not the whole object): the apply sets nothing else.
 async fn apply_status(
     api: &Api<crd::ServiceImport>,
     current: &crd::ServiceImport,
     status: &ServiceImportStatus,
 ) -> anyhow::Result<Option<crd::ServiceImport>> {
-    let name = current.name_any();
-    let namespace = current.namespace().unwrap_or_default();
-    let body = status_body(&namespace, &name, status);
-    if !needs_apply(&serde_json::json!({"status": status}), Some(current), Some("status"))? {
+    let desired = serde_json::json!({"status": status});
+    if !status_differs(current, &desired) {
         return Ok(None);
     }
+    let name = current.name_any();
+    let body = status_body(&current.namespace().unwrap_or_default(), &name, desired);
     let written = api.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
     metrics::counter!(IMPORT_OBJECTS_WRITTEN, "kind" => "ServiceImportStatus").increment(1);
     Ok(Some(written))
@@ -840,11 +852,45 @@ mod tests {
 
     #[test]
     fn the_status_is_applied_alone_under_its_kind() {
-        let body = status_body("llm", "web", &ServiceImportStatus::default());
+        let status = ServiceImportStatus::default();
+        let body = status_body("llm", "web", serde_json::json!({"status": status}));
         assert_eq!(body["apiVersion"], "multicluster.x-k8s.io/v1beta1");
         assert_eq!(body["kind"], "ServiceImport");
         assert_eq!(body["metadata"], serde_json::json!({"name": "web", "namespace": "llm"}));
         assert!(body.get("spec").is_none(), "{body}");
+        assert_eq!(body["status"], serde_json::to_value(&status).unwrap());
+    }
+
+    #[test]
+    fn only_a_change_of_the_status_or_of_what_we_own_of_it_needs_a_status_apply() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let status = |clusters: &[&str]| ServiceImportStatus {
+            clusters: clusters
+                .iter()
+                .map(|c| crd::ClusterStatus { cluster: (*c).to_owned() })
+                .collect(),
+            ..ServiceImportStatus::default()
+        };
+        let desired = |s: &ServiceImportStatus| serde_json::json!({"status": s});
+        let mut si = crd::ServiceImport::new("web", crd::ServiceImportSpec::default());
+        // No status yet: an empty one is no change, any other is.
+        assert!(!status_differs(&si, &desired(&status(&[]))));
+        assert!(status_differs(&si, &desired(&status(&["east"]))));
+        si.status = Some(status(&["east"]));
+        assert!(!status_differs(&si, &desired(&status(&["east"]))));
+        assert!(status_differs(&si, &desired(&status(&["east", "west"]))));
+        // The spec is no part of it.
+        si.spec.ports = vec![Default::default()];
+        assert!(!status_differs(&si, &desired(&status(&["east"]))));
+        // A status field we applied and no longer set is a change.
+        si.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some(crate::FIELD_MANAGER.into()),
+            operation: Some("Apply".into()),
+            subresource: Some("status".into()),
+            fields_v1: Some(FieldsV1(serde_json::json!({"f:status": {"f:gone": {}}}))),
+            ..ManagedFieldsEntry::default()
+        }]);
+        assert!(status_differs(&si, &desired(&status(&["east"]))));
     }
 
     #[test]
