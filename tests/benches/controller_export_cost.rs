@@ -57,6 +57,9 @@ use std::time::{Duration, Instant};
 
 const NS: &str = "bench";
 const USER: &str = "system:serviceaccount:mcs-system:mcs-controller";
+/// How long the processes are watched at rest after the last batch: four
+/// of the importer's registry probes (every 15 s).
+const REST: Duration = Duration::from_secs(60);
 
 /// The controller's requests so far, its leader Lease's excepted:
 /// `(verb, resource[/subresource], status code)`.
@@ -298,6 +301,16 @@ async fn main() {
         }
     }
     let [controller, floor] = figures;
+    // At rest: every export held, nothing changing. What a process spends
+    // then is what it spends per unit of time, whatever happens: a cost
+    // that grows with the exports held shows here, and in each batch.
+    let before: Vec<f64> =
+        futures::future::join_all(subjects.iter().map(|s| cpu_seconds(s.2))).await;
+    tokio::time::sleep(REST).await;
+    let after: Vec<f64> =
+        futures::future::join_all(subjects.iter().map(|s| cpu_seconds(s.2))).await;
+    let at_rest: Vec<f64> =
+        before.iter().zip(&after).map(|(b, a)| (a - b) * 1000.0 / REST.as_secs_f64()).collect();
 
     let mut table = Table::new(&[
         "process",
@@ -326,6 +339,13 @@ async fn main() {
             println!("  {side}: {verb} {resource} {code}: {:.2}", *n as f64 / second as f64);
         }
     }
+    println!(
+        "at rest for {} s with {} exports held, CPU ms per second: mcs-controller {:.2}, floor {:.2}",
+        REST.as_secs(),
+        first + second,
+        at_rest[0],
+        at_rest[1]
+    );
     let (base, large) = (controller[0], controller[1]);
     println!(
         "mcs-controller, ratio second / first batch: requests {:.2}x, CPU {:.2}x (1x: linear in the exports)",
