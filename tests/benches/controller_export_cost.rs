@@ -57,8 +57,8 @@ use std::time::{Duration, Instant};
 
 const NS: &str = "bench";
 const USER: &str = "system:serviceaccount:mcs-system:mcs-controller";
-/// How long the processes are watched at rest after the last batch: four
-/// of the importer's registry probes (every 15 s).
+/// How long the processes are watched at rest after each batch: four of
+/// the importer's registry probes (every 15 s).
 const REST: Duration = Duration::from_secs(60);
 
 /// The controller's requests so far, its leader Lease's excepted:
@@ -292,6 +292,7 @@ async fn main() {
     let mut rows = Vec::new();
     let mut kinds = [BTreeMap::new(), BTreeMap::new()];
     let mut figures = [Vec::new(), Vec::new()];
+    let mut at_rest = Vec::new();
     for b in batches {
         for (i, (subject, cluster, pid)) in subjects.iter().enumerate() {
             let (measured, row) =
@@ -299,19 +300,17 @@ async fn main() {
             figures[i].push(measured);
             rows.push(row);
         }
+        // At rest: the batch's exports held, nothing changing. What a
+        // process spends then recurs with time: after each batch, so that
+        // a cost growing with the exports held shows.
+        let pids = [subjects[0].2, subjects[1].2];
+        let before = [cpu_seconds(pids[0]).await, cpu_seconds(pids[1]).await];
+        tokio::time::sleep(REST).await;
+        let after = [cpu_seconds(pids[0]).await, cpu_seconds(pids[1]).await];
+        let per_second = |i: usize| (after[i] - before[i]) * 1000.0 / REST.as_secs_f64();
+        at_rest.push((b.2, per_second(0), per_second(1)));
     }
     let [controller, floor] = figures;
-    // At rest: every export held, nothing changing. What a process spends
-    // then is what it spends per unit of time, whatever happens: a cost
-    // that grows with the exports held shows here, and in each batch.
-    let before: Vec<f64> =
-        futures::future::join_all(subjects.iter().map(|s| cpu_seconds(s.2))).await;
-    tokio::time::sleep(REST).await;
-    let after: Vec<f64> =
-        futures::future::join_all(subjects.iter().map(|s| cpu_seconds(s.2))).await;
-    let at_rest: Vec<f64> =
-        before.iter().zip(&after).map(|(b, a)| (a - b) * 1000.0 / REST.as_secs_f64()).collect();
-
     let mut table = Table::new(&[
         "process",
         "batch",
@@ -339,13 +338,12 @@ async fn main() {
             println!("  {side}: {verb} {resource} {code}: {:.2}", *n as f64 / second as f64);
         }
     }
-    println!(
-        "at rest for {} s with {} exports held, CPU ms per second: mcs-controller {:.2}, floor {:.2}",
-        REST.as_secs(),
-        first + second,
-        at_rest[0],
-        at_rest[1]
-    );
+    for (held, controller, floor) in at_rest {
+        println!(
+            "at rest for {} s with {held} exports held, CPU ms per second: mcs-controller {controller:.2}, floor {floor:.2}",
+            REST.as_secs(),
+        );
+    }
     let (base, large) = (controller[0], controller[1]);
     println!(
         "mcs-controller, ratio second / first batch: requests {:.2}x, CPU {:.2}x (1x: linear in the exports)",
