@@ -37,10 +37,9 @@
 //! The baseline of the CPU: the floor (`kube-floor-for-bench`,
 //! src/bin/kube_floor.rs), a process that makes the controller's
 //! Kubernetes messages per export (its watches, its five writes), on its
-//! runtime (one thread), and
-//! nothing else, exports the same two batches in a second API server
-//! without a controller, measured the same way, each batch right after
-//! the controller's. The controller's CPU per export over
+//! runtime (one thread), and nothing else, exports the same two batches
+//! in a second API server without a controller, measured the same way,
+//! each batch right after the controller's. The controller's CPU per export over
 //! the floor's is what its own work costs beyond the messages. Results:
 //! docs/benchmarks.md.
 
