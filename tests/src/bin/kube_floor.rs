@@ -19,7 +19,7 @@
 //! controller's own work. It runs on the controller's runtime (tokio's
 //! current-thread runtime, `--worker-threads 1`, the default): on the
 //! multi-threaded one the hand-off of each message between threads cost
-//! it a quarter more than the messages need.
+//! it about a third more (docs/benchmarks.md §8).
 //!
 //! ```text
 //! KUBECONFIG=... kube-floor-for-bench CLUSTER   prints "ready" once every watch has listed
