@@ -39,9 +39,9 @@
 //! Kubernetes messages per export (its watches, its five writes), on its
 //! runtime (one thread), and nothing else, exports the same two batches
 //! in a second API server without a controller, measured the same way,
-//! each batch right after the controller's. The controller's CPU per export over
-//! the floor's is what its own work costs beyond the messages. Results:
-//! docs/benchmarks.md.
+//! each batch right after the controller's. The controller's CPU per
+//! export over the floor's is what its own work costs beyond the
+//! messages. Results: docs/benchmarks.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark that cannot run should stop loudly
 
